@@ -1,0 +1,265 @@
+//! Defaults and validation of the configuration. Every bound here is the one
+//! documented in `wit/types.wit`; a value outside it is rejected with an error
+//! that names the field and the rule.
+
+use crate::model::*;
+
+const SEC: u64 = NANOS_PER_SEC;
+const MIN: u64 = 60 * SEC;
+const HOUR: u64 = 60 * MIN;
+const DAY: u64 = 24 * HOUR;
+
+/// The ceiling on `transport.max-attempts` (the seed's `MAX_ATTEMPTS_CEILING`).
+pub const MAX_ATTEMPTS_CEILING: u32 = 10;
+/// At most this many breakers may be configured.
+pub const MAX_BREAKERS: usize = 32;
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            max_attempts: 3,
+            budget: 300 * SEC,
+            initial_delay: 10 * SEC,
+            multiplier: 2,
+            hint_ceiling: 60 * SEC,
+            retry_bare_signals: false,
+        }
+    }
+}
+
+impl Default for EvidenceConfig {
+    fn default() -> Self {
+        EvidenceConfig { scan_bytes: 65_536, echo_bytes: 2_000 }
+    }
+}
+
+impl Default for ResumeConfig {
+    fn default() -> Self {
+        ResumeConfig {
+            max_resumes: 0,
+            base_delay: 30 * SEC,
+            max_delay: 5 * MIN,
+            quota_cap_percent: 85,
+            reset_margin: 60 * SEC,
+            max_reset_wait: 7 * DAY,
+        }
+    }
+}
+
+impl Default for WindowConfig {
+    fn default() -> Self {
+        WindowConfig {
+            window: 60 * MIN,
+            limit: 3,
+            base_delay: 2 * MIN,
+            max_delay: 30 * MIN,
+            unblock_commands: vec!["backstop-unblock <work-item>".to_string()],
+        }
+    }
+}
+
+impl Default for CycleConfig {
+    fn default() -> Self {
+        CycleConfig { max_cycles: 3, unblock_commands: vec!["backstop-unblock <work-item>".to_string()] }
+    }
+}
+
+/// The default breakers: colony's build guard (3) and review guard (2).
+pub fn default_breakers() -> Vec<BreakerConfig> {
+    vec![
+        BreakerConfig {
+            kind: "build".to_string(),
+            same_failure: SameFailure::Signature,
+            threshold: 3,
+            on_trip: OnTrip::Block,
+            reset_on: vec![ResetOn::CycleReset, ResetOn::Reclassified, ResetOn::Manual],
+            look_at: "the build output of the repeated failure; the signature names its first meaningful line".to_string(),
+            unblock_commands: vec!["backstop-unblock <work-item>".to_string()],
+        },
+        BreakerConfig {
+            kind: "review".to_string(),
+            same_failure: SameFailure::CheckAndSignature,
+            threshold: 2,
+            on_trip: OnTrip::Block,
+            reset_on: vec![ResetOn::CycleReset, ResetOn::Reclassified, ResetOn::Manual],
+            look_at: "the failing review check; the signature leads with its name".to_string(),
+            unblock_commands: vec!["backstop-unblock <work-item>".to_string()],
+        },
+    ]
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            transport: TransportConfig::default(),
+            evidence: EvidenceConfig::default(),
+            resume: ResumeConfig::default(),
+            breakers: default_breakers(),
+            window: WindowConfig::default(),
+            cycle: CycleConfig::default(),
+        }
+    }
+}
+
+fn range_u32(field: &str, v: u32, lo: u32, hi: u32) -> Result<(), PolicyError> {
+    if v < lo {
+        return Err(PolicyError::config(field, format!("at least {lo}")));
+    }
+    if v > hi {
+        return Err(PolicyError::config(field, format!("at most {hi}")));
+    }
+    Ok(())
+}
+
+fn range_ns(field: &str, v: u64, lo: u64, hi: u64) -> Result<(), PolicyError> {
+    if v < lo {
+        return Err(PolicyError::config(field, format!("at least {} ns ({})", lo, human(lo))));
+    }
+    if v > hi {
+        return Err(PolicyError::config(field, format!("at most {} ns ({})", hi, human(hi))));
+    }
+    Ok(())
+}
+
+fn commands(field: &str, v: &[String]) -> Result<(), PolicyError> {
+    if v.is_empty() || v.iter().all(|c| c.trim().is_empty()) {
+        return Err(PolicyError::config(field, "how a human unblocks it is unanswered: give at least one command"));
+    }
+    if v.len() > 16 {
+        return Err(PolicyError::config(field, "at most 16 commands"));
+    }
+    if v.iter().any(|c| c.len() > 1024) {
+        return Err(PolicyError::config(field, "each command at most 1024 bytes"));
+    }
+    Ok(())
+}
+
+/// A duration for people: `300s`, `5min`, `2h`, `7d`, `1500ms`.
+pub fn human(ns: u64) -> String {
+    if ns == 0 {
+        return "0s".to_string();
+    }
+    if ns % DAY == 0 {
+        format!("{}d", ns / DAY)
+    } else if ns % HOUR == 0 {
+        format!("{}h", ns / HOUR)
+    } else if ns % MIN == 0 {
+        format!("{}min", ns / MIN)
+    } else if ns % SEC == 0 {
+        format!("{}s", ns / SEC)
+    } else if ns % NANOS_PER_MILLI == 0 {
+        format!("{}ms", ns / NANOS_PER_MILLI)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+/// Checks every bound of the configuration.
+pub fn validate(c: &Config) -> Result<(), PolicyError> {
+    let t = &c.transport;
+    range_u32("config.transport.max_attempts", t.max_attempts, 1, MAX_ATTEMPTS_CEILING)?;
+    range_ns("config.transport.budget", t.budget, NANOS_PER_MILLI, DAY)?;
+    range_ns("config.transport.initial_delay", t.initial_delay, NANOS_PER_MILLI, HOUR)?;
+    range_u32("config.transport.multiplier", t.multiplier, 1, 10)?;
+    range_ns("config.transport.hint_ceiling", t.hint_ceiling, SEC, DAY)?;
+
+    let e = &c.evidence;
+    range_u32("config.evidence.scan_bytes", e.scan_bytes, 256, 16 * 1024 * 1024)?;
+    range_u32("config.evidence.echo_bytes", e.echo_bytes, 0, 65_536)?;
+
+    let r = &c.resume;
+    range_u32("config.resume.max_resumes", r.max_resumes, 0, 100)?;
+    range_ns("config.resume.base_delay", r.base_delay, SEC, HOUR)?;
+    if r.max_delay < r.base_delay {
+        return Err(PolicyError::config("config.resume.max_delay", "at least config.resume.base_delay"));
+    }
+    range_ns("config.resume.max_delay", r.max_delay, SEC, DAY)?;
+    range_u32("config.resume.quota_cap_percent", r.quota_cap_percent, 1, 100)?;
+    range_ns("config.resume.reset_margin", r.reset_margin, 0, HOUR)?;
+    range_ns("config.resume.max_reset_wait", r.max_reset_wait, MIN, 31 * DAY)?;
+
+    if c.breakers.len() > MAX_BREAKERS {
+        return Err(PolicyError::config("config.breakers", format!("at most {MAX_BREAKERS} breakers")));
+    }
+    for (i, b) in c.breakers.iter().enumerate() {
+        let f = |name: &str| format!("config.breakers[{i}].{name}");
+        if b.kind.trim().is_empty() {
+            return Err(PolicyError::config(f("kind"), "what counts as the same failure is unanswered: name the failure kind"));
+        }
+        if b.kind.len() > 64 {
+            return Err(PolicyError::config(f("kind"), "at most 64 bytes"));
+        }
+        if c.breakers[..i].iter().any(|o| o.kind == b.kind) {
+            return Err(PolicyError::config(f("kind"), format!("unique: {:?} is configured twice", b.kind)));
+        }
+        if b.threshold == 0 {
+            return Err(PolicyError::config(f("threshold"), "how many are enough is unanswered: give a threshold from 1 to 100"));
+        }
+        range_u32(&f("threshold"), b.threshold, 1, 100)?;
+        if b.reset_on.is_empty() {
+            return Err(PolicyError::config(f("reset_on"), "what resets the count is unanswered: list at least one reset"));
+        }
+        if b.look_at.trim().is_empty() {
+            return Err(PolicyError::config(f("look_at"), "how a human unblocks it is unanswered: say what to look at"));
+        }
+        if b.look_at.len() > 1024 {
+            return Err(PolicyError::config(f("look_at"), "at most 1024 bytes"));
+        }
+        commands(&f("unblock_commands"), &b.unblock_commands)?;
+    }
+
+    let w = &c.window;
+    range_ns("config.window.window", w.window, SEC, 30 * DAY)?;
+    range_u32("config.window.limit", w.limit, 1, 1000)?;
+    range_ns("config.window.base_delay", w.base_delay, SEC, DAY)?;
+    if w.max_delay < w.base_delay {
+        return Err(PolicyError::config("config.window.max_delay", "at least config.window.base_delay"));
+    }
+    range_ns("config.window.max_delay", w.max_delay, SEC, 7 * DAY)?;
+    commands("config.window.unblock_commands", &w.unblock_commands)?;
+
+    range_u32("config.cycle.max_cycles", c.cycle.max_cycles, 1, 1000)?;
+    commands("config.cycle.unblock_commands", &c.cycle.unblock_commands)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        validate(&Config::default()).unwrap();
+    }
+
+    #[test]
+    fn attempts_above_ceiling_name_field_and_rule() {
+        let mut c = Config::default();
+        c.transport.max_attempts = 11;
+        assert_eq!(validate(&c), Err(PolicyError::config("config.transport.max_attempts", "at most 10")));
+        c.transport.max_attempts = 0;
+        assert_eq!(validate(&c), Err(PolicyError::config("config.transport.max_attempts", "at least 1")));
+    }
+
+    #[test]
+    fn breaker_missing_unblock_is_named() {
+        let mut c = Config::default();
+        c.breakers[0].unblock_commands.clear();
+        let err = validate(&c).unwrap_err();
+        match err {
+            PolicyError::InvalidConfig(e) => {
+                assert_eq!(e.field, "config.breakers[0].unblock_commands");
+                assert!(e.rule.contains("unblock"), "{}", e.rule);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(300 * SEC), "5min");
+        assert_eq!(human(10 * SEC), "10s");
+        assert_eq!(human(1_500 * NANOS_PER_MILLI), "1500ms");
+        assert_eq!(human(2 * HOUR), "2h");
+    }
+}

@@ -1,0 +1,47 @@
+//! Backstop: a retry-policy engine for autonomous agent pipelines.
+//!
+//! The crate is a pure core (no I/O, no clock, no randomness: the host passes
+//! `now` and entropy) and, on `wasm32`, one glue module that exports it as the
+//! WebAssembly component described by `wit/`.
+
+pub mod backoff;
+pub mod breaker;
+pub mod classify;
+pub mod config;
+pub mod limits;
+pub mod markers;
+pub mod model;
+pub mod policy;
+pub mod record;
+pub mod reset;
+pub mod resume;
+pub mod signature;
+pub mod transport;
+
+#[cfg(target_arch = "wasm32")]
+mod component;
+
+pub use classify::classify;
+pub use model::*;
+pub use policy::next_action;
+pub use record::{marker_line, MARKER_PREFIX, SCHEMA_VERSION};
+pub use signature::signature;
+
+/// The package version.
+pub const PACKAGE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The default configuration.
+pub fn default_config() -> Config {
+    Config::default()
+}
+
+/// Package version, schema version and the marker-table digest.
+pub fn info() -> PolicyInfo {
+    let t = markers::tables();
+    PolicyInfo {
+        package_version: PACKAGE_VERSION.to_string(),
+        schema_version: SCHEMA_VERSION,
+        markers_digest: t.digest.clone(),
+        marker_count: t.markers.len() as u32,
+    }
+}

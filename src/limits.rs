@@ -1,0 +1,139 @@
+//! Count limits that block a loop: the windowed task-failure limit with its
+//! re-enqueue backoff, and the cycle limit for a state cycle that re-enters
+//! itself. Both block with a `circuit_breaker` record naming the unblock
+//! commands.
+
+use crate::backoff::base_delay;
+use crate::config::human;
+use crate::model::*;
+use crate::transport::blank;
+
+/// At most this many failure timestamps are accepted.
+pub const MAX_FAILURES: usize = 100_000;
+
+pub fn window(now: Timestamp, config: &Config, t: &TaskFailure) -> Result<Decision, PolicyError> {
+    let w = &config.window;
+    if t.failures.is_empty() {
+        return Err(PolicyError::input("situation.task_failed.failures", "at least one failure (the one just recorded)"));
+    }
+    if t.failures.len() > MAX_FAILURES {
+        return Err(PolicyError::input("situation.task_failed.failures", format!("at most {MAX_FAILURES} timestamps")));
+    }
+    let window_ms = w.window / NANOS_PER_MILLI;
+    let since = now.saturating_sub(window_ms);
+    let count = t.failures.iter().filter(|&&at| at > since).count().max(1) as u32;
+    if count >= w.limit {
+        let mut d = blank(
+            Action::Block,
+            format!(
+                "blocked: {count} task failures in the last {} reached the limit of {}; re-enqueueing would repeat the failure. Unblock with: {}",
+                human(w.window),
+                w.limit,
+                w.unblock_commands.join(" | ")
+            ),
+        );
+        d.attempt = count;
+        d.max_attempts = w.limit;
+        d.circuit_breaker = Some(CircuitBreaker {
+            breaker: "window".to_string(),
+            signature: String::new(),
+            count,
+            threshold: w.limit,
+            manual: None,
+            look_at: format!("the task failures of the last {}", human(w.window)),
+            unblock_commands: w.unblock_commands.clone(),
+        });
+        return Ok(d);
+    }
+    let delay = base_delay(w.base_delay, 2, count - 1).min(w.max_delay);
+    let mut d = blank(
+        Action::Proceed,
+        format!(
+            "re-enqueue after {}: {count} of {} allowed task failures in the last {}",
+            human(delay),
+            w.limit,
+            human(w.window)
+        ),
+    );
+    d.delay = Some(delay);
+    d.attempt = count;
+    d.max_attempts = w.limit;
+    Ok(d)
+}
+
+pub fn cycle(config: &Config, c: &CycleEntry) -> Result<Decision, PolicyError> {
+    let max = config.cycle.max_cycles;
+    if c.count == 0 {
+        return Err(PolicyError::input("situation.cycle_entered.count", "at least 1 (the cycle just completed)"));
+    }
+    if c.name.len() > 256 {
+        return Err(PolicyError::input("situation.cycle_entered.name", "at most 256 bytes"));
+    }
+    if c.count >= max {
+        let mut d = blank(
+            Action::Block,
+            format!(
+                "blocked: cycle {:?} re-entered itself {} times, reaching the limit of {max}. Unblock with: {}",
+                c.name,
+                c.count,
+                config.cycle.unblock_commands.join(" | ")
+            ),
+        );
+        d.attempt = c.count;
+        d.max_attempts = max;
+        d.circuit_breaker = Some(CircuitBreaker {
+            breaker: "cycle".to_string(),
+            signature: c.name.clone(),
+            count: c.count,
+            threshold: max,
+            manual: None,
+            look_at: format!("why {:?} keeps re-entering itself", c.name),
+            unblock_commands: config.cycle.unblock_commands.clone(),
+        });
+        return Ok(d);
+    }
+    let mut d = blank(Action::Proceed, format!("cycle {:?}: {} of {max} allowed", c.name, c.count));
+    d.attempt = c.count;
+    d.max_attempts = max;
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN_MS: u64 = 60_000;
+
+    #[test]
+    fn eighty_four_failures_become_three_then_a_block() {
+        let c = Config::default();
+        let t0 = 1_000_000_000_000u64;
+        let d1 = window(t0, &c, &TaskFailure { failures: vec![t0] }).unwrap();
+        assert_eq!((d1.action, d1.delay), (Action::Proceed, Some(120 * NANOS_PER_SEC)));
+        let t1 = t0 + 2 * MIN_MS + 1_000;
+        let d2 = window(t1, &c, &TaskFailure { failures: vec![t0, t1] }).unwrap();
+        assert_eq!((d2.action, d2.delay), (Action::Proceed, Some(240 * NANOS_PER_SEC)));
+        let t2 = t1 + 4 * MIN_MS + 1_000;
+        let d3 = window(t2, &c, &TaskFailure { failures: vec![t0, t1, t2] }).unwrap();
+        assert_eq!(d3.action, Action::Block);
+        assert_eq!(d3.circuit_breaker.unwrap().count, 3);
+    }
+
+    #[test]
+    fn failures_outside_the_window_do_not_count() {
+        let c = Config::default();
+        let now = 10 * 60 * MIN_MS;
+        let d = window(now, &c, &TaskFailure { failures: vec![now - 120 * MIN_MS, now - 61 * MIN_MS, now] }).unwrap();
+        assert_eq!(d.action, Action::Proceed);
+        assert_eq!(d.attempt, 1);
+    }
+
+    #[test]
+    fn cycle_blocks_at_limit() {
+        let c = Config::default();
+        assert_eq!(cycle(&c, &CycleEntry { name: "pr".into(), count: 2 }).unwrap().action, Action::Proceed);
+        let d = cycle(&c, &CycleEntry { name: "pr".into(), count: 3 }).unwrap();
+        assert_eq!(d.action, Action::Block);
+        assert_eq!(d.circuit_breaker.unwrap().signature, "pr");
+    }
+}

@@ -1,0 +1,157 @@
+//! Usage-limit reset hints. The hint is quoted as written; an instant is
+//! computed only when the text states an unambiguous one (an epoch, or a
+//! date-time with an explicit UTC offset). A clock time with a zone name, or
+//! none, is never turned into an instant: inventing a time zone we were not
+//! given would be worse than quoting it.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::classify::head;
+use crate::model::{Duration, Timestamp, NANOS_PER_SEC};
+
+/// The hint is cut to this many bytes.
+pub const MAX_HINT: usize = 160;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reset {
+    /// The reset as written.
+    pub hint: Option<String>,
+    /// An unambiguous reset instant, ms since the epoch.
+    pub at: Option<Timestamp>,
+    /// A reset stated relative to the failure.
+    pub after: Option<Duration>,
+}
+
+struct Patterns {
+    hint: Regex,
+    epoch_pipe: Regex,
+    epoch_json: Regex,
+    after_json: Regex,
+    dated: Regex,
+    relative: Regex,
+    unit: Regex,
+}
+
+fn patterns() -> &'static Patterns {
+    static P: OnceLock<Patterns> = OnceLock::new();
+    P.get_or_init(|| Patterns {
+        hint: Regex::new(r"(?i)\b(?:resets?(?:\s+at)?|try again (?:in|at)|retry (?:in|at|after))\s+([^\n\r]+)").unwrap(),
+        epoch_pipe: Regex::new(r"(?i)limit reached\|(\d{10,13})\b").unwrap(),
+        epoch_json: Regex::new(r#"(?i)"?resets?_at"?\s*[:=]\s*"?(\d{10,13})\b"#).unwrap(),
+        after_json: Regex::new(r#"(?i)"?resets?_in_seconds"?\s*[:=]\s*(\d{1,9})\b"#).unwrap(),
+        dated: Regex::new(
+            r"(?i)\b(\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)\s*(z|utc|[+-]\d{2}:?\d{2})\b",
+        )
+        .unwrap(),
+        relative: Regex::new(r"(?i)\bin\s+((?:\d{1,6}\s*(?:days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|d|h|m|s)\b[\s,]*(?:and\s+)?)+)").unwrap(),
+        unit: Regex::new(r"(?i)(\d{1,6})\s*(days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|d|h|m|s)\b").unwrap(),
+    })
+}
+
+/// Finds the reset hint in the evidence texts (searched in order).
+pub fn find_reset(texts: &[&str]) -> Reset {
+    let p = patterns();
+    let mut out = Reset::default();
+    for text in texts {
+        if out.hint.is_none() {
+            if let Some(c) = p.hint.captures(text) {
+                let whole = c.get(0).unwrap().as_str().trim();
+                out.hint = Some(head(whole, MAX_HINT).trim().to_string());
+            }
+        }
+        if out.at.is_none() {
+            out.at = epoch(p, text).or_else(|| dated(p, text));
+        }
+        if out.after.is_none() {
+            out.after = after(p, text, out.hint.as_deref());
+        }
+    }
+    out
+}
+
+fn epoch(p: &Patterns, text: &str) -> Option<Timestamp> {
+    let c = p.epoch_pipe.captures(text).or_else(|| p.epoch_json.captures(text))?;
+    let digits = c.get(1)?.as_str();
+    let n: u64 = digits.parse().ok()?;
+    // 10 digits are seconds, 13 are milliseconds.
+    Some(if digits.len() >= 13 { n } else { n.checked_mul(1000)? })
+}
+
+fn dated(p: &Patterns, text: &str) -> Option<Timestamp> {
+    let c = p.dated.captures(text)?;
+    let when = c.get(1)?.as_str().replace(' ', "T").replace('t', "T");
+    let zone = c.get(2)?.as_str();
+    let zone = match zone.to_ascii_lowercase().as_str() {
+        "z" | "utc" => "Z".to_string(),
+        z if z.len() == 5 => format!("{}:{}", &z[..3], &z[3..]),
+        z => z.to_string(),
+    };
+    let when = if when.len() == 16 { format!("{when}:00") } else { when };
+    let dt = OffsetDateTime::parse(&format!("{when}{zone}"), &Rfc3339).ok()?;
+    let ms = dt.unix_timestamp_nanos() / 1_000_000;
+    u64::try_from(ms).ok()
+}
+
+fn after(p: &Patterns, text: &str, hint: Option<&str>) -> Option<Duration> {
+    if let Some(c) = p.after_json.captures(text) {
+        let secs: u64 = c.get(1)?.as_str().parse().ok()?;
+        return secs.checked_mul(NANOS_PER_SEC);
+    }
+    // "try again in 5 days 22 hours 11 minutes": only inside the hint.
+    let hint = hint?;
+    let c = p.relative.captures(hint)?;
+    let mut total: u64 = 0;
+    for u in p.unit.captures_iter(c.get(1)?.as_str()) {
+        let n: u64 = u.get(1)?.as_str().parse().ok()?;
+        let unit = u.get(2)?.as_str().to_ascii_lowercase();
+        let secs = match unit.chars().next()? {
+            'd' => 86_400,
+            'h' => 3_600,
+            'm' => 60,
+            _ => 1,
+        };
+        total = total.checked_add(n.checked_mul(secs)?)?;
+    }
+    (total > 0).then(|| total.saturating_mul(NANOS_PER_SEC))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_time_with_zone_name_is_quoted_not_computed() {
+        let r = find_reset(&["You've hit your session limit · resets 9:20am (UTC)"]);
+        assert_eq!(r.hint.as_deref(), Some("resets 9:20am (UTC)"));
+        assert_eq!(r.at, None);
+        assert_eq!(r.after, None);
+    }
+
+    #[test]
+    fn epoch_after_pipe_is_an_instant() {
+        let r = find_reset(&["Claude AI usage limit reached|1749924000"]);
+        assert_eq!(r.at, Some(1_749_924_000_000));
+    }
+
+    #[test]
+    fn offset_timestamp_is_an_instant_but_bare_one_is_not() {
+        let r = find_reset(&["Your limit will reset at 2026-05-13T07:38:08+02:00"]);
+        assert_eq!(r.at, Some(1_778_650_688_000));
+        let r = find_reset(&["Your limit will reset at 2026-05-13 07:38:08"]);
+        assert_eq!(r.at, None);
+        assert!(r.hint.unwrap().contains("2026-05-13 07:38:08"));
+    }
+
+    #[test]
+    fn relative_reset() {
+        let r = find_reset(&["You've hit your usage limit. Upgrade to Pro or try again in 5 days 22 hours 11 minutes."]);
+        assert_eq!(r.after, Some((5 * 86_400 + 22 * 3_600 + 11 * 60) * NANOS_PER_SEC));
+        let r = find_reset(&[r#"{"error":{"type":"usage_limit_reached","resets_at":1775317531,"resets_in_seconds":602705}}"#]);
+        assert_eq!(r.at, Some(1_775_317_531_000));
+        assert_eq!(r.after, Some(602_705 * NANOS_PER_SEC));
+    }
+}
