@@ -1,0 +1,31 @@
+//! Every vector file against the native core.
+
+mod common;
+
+use backstop::{Evidence, State};
+use common::{run_all, Answer, Call};
+
+fn native(call: Call) -> Answer {
+    match call {
+        Call::Classify(input) => {
+            let e: Evidence = serde_json::from_value(input).map_err(|e| serde_json::json!({"parse": e.to_string()}))?;
+            Ok(serde_json::to_value(backstop::classify(&e)).unwrap())
+        }
+        Call::NextAction(input) => {
+            let s: State = serde_json::from_value(input).map_err(|e| serde_json::json!({"parse": e.to_string()}))?;
+            match backstop::next_action(&s) {
+                Ok(d) => Ok(serde_json::to_value(d).unwrap()),
+                Err(e) => Err(serde_json::to_value(e).unwrap()),
+            }
+        }
+        Call::Signature(detail, check) => Ok(serde_json::Value::String(backstop::signature(&detail, check.as_deref()))),
+    }
+}
+
+#[test]
+fn all_vectors_pass_natively() {
+    let (count, failures) = run_all(&mut native);
+    println!("native core: {count} vectors");
+    assert!(count > 0, "no vectors found");
+    assert!(failures.is_empty(), "{} of {count} vectors failed:\n{}", failures.len(), failures.join("\n"));
+}
