@@ -7,6 +7,7 @@
 pub mod backoff;
 pub mod breaker;
 pub mod classify;
+pub mod hints;
 pub mod config;
 pub mod limits;
 pub mod markers;

@@ -73,6 +73,22 @@ pub fn find_reset(texts: &[&str]) -> Reset {
     out
 }
 
+/// An instant as `2026-09-21T12:00:00Z` (UTC, whole seconds), for reasonings.
+pub fn format_utc(ms: Timestamp) -> String {
+    match OffsetDateTime::from_unix_timestamp((ms / 1000) as i64) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+            t.year(),
+            t.month() as u8,
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        ),
+        Err(_) => format!("{ms} ms after the epoch"),
+    }
+}
+
 fn epoch(p: &Patterns, text: &str) -> Option<Timestamp> {
     let c = p.epoch_pipe.captures(text).or_else(|| p.epoch_json.captures(text))?;
     let digits = c.get(1)?.as_str();
@@ -144,6 +160,13 @@ mod tests {
         let r = find_reset(&["Your limit will reset at 2026-05-13 07:38:08"]);
         assert_eq!(r.at, None);
         assert!(r.hint.unwrap().contains("2026-05-13 07:38:08"));
+    }
+
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(format_utc(1_778_650_688_000), "2026-05-13T05:38:08Z");
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert!(format_utc(u64::MAX).contains("ms after the epoch"));
     }
 
     #[test]
