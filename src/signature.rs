@@ -21,11 +21,19 @@
 //!    whose first word is one of [`PROGRESS_WORDS`] (any case: `Compiling`,
 //!    `Downloading`, `Running`, `Finished`, `Traceback`, ...), which starts
 //!    with `=== RUN` / `=== PAUSE` / `=== CONT` / `=== NAME`, or which ends in
-//!    a percentage in brackets (`[ 42%]`).
+//!    a percentage in brackets (`[ 42%]`); a quoted source line or command
+//!    echo, i.e. `>` followed by whitespace (pytest's `>   assert x`, a jest
+//!    code frame, an npm script banner); a runner's status line, i.e. the
+//!    word `FAIL` or `PASS` followed by at most two words (`FAIL ./a.test.js`,
+//!    `FAIL example.com/m 0.01s`).
 //! 4. **Meaningful line.** Of the non-noise lines, the first *error line*: one
 //!    that contains one of [`ERROR_WORDS`] (ASCII case-insensitive substring:
 //!    `error`, `fail`, `fatal`, `panic`, `exception`, `cannot`, `not found`,
-//!    ...) and does not start with `warning`, `note:`, `help:`, `hint:`,
+//!    ..., or a test runner's failure mark `✕` `✖` `✗` `✘`) where a word
+//!    starts (not after a letter, digit or `_`, except a lower-case letter
+//!    before an upper-case start as in `NameError`) and not followed by `_`
+//!    (so `handle_error(x)` and `undefined_name` are not error words), and
+//!    that does not start with `warning`, `note:`, `help:`, `hint:`,
 //!    `= note` or `= help`. When there is none, the first non-noise line.
 //!    When there is no non-noise line, the body is empty.
 //! 5. **Normalisation** of that line (its first [`MAX_LINE`] bytes): UUIDs
@@ -135,6 +143,10 @@ pub const ERROR_WORDS: &[&str] = &[
     "refused",
     "timed out",
     "killed",
+    "\u{2715}",
+    "\u{2716}",
+    "\u{2717}",
+    "\u{2718}",
 ];
 
 /// Line starts (ASCII case-insensitive) that are never error lines.
@@ -236,6 +248,17 @@ fn is_noise(line: &str) -> bool {
     if PROGRESS_WORDS.contains(&first) {
         return true;
     }
+    // A quoted source line or command echo: pytest's `>       assert ...`,
+    // a jest code frame `> 3 | ...`, an npm script banner `> app@1.0.0 test`.
+    if line.starts_with('>') && line[1..].starts_with(char::is_whitespace) {
+        return true;
+    }
+    // A runner's per-file or per-package status line (`FAIL ./a.test.js`,
+    // `FAIL\texample.com/m\t0.01s`): the failure itself has its own line.
+    let mut words = line.split_whitespace();
+    if matches!(words.next(), Some("FAIL" | "PASS")) && words.count() <= 2 {
+        return true;
+    }
     PROGRESS_PCT.is_match(line)
 }
 
@@ -244,7 +267,18 @@ fn is_error_line(line: &str) -> bool {
     if NOT_ERROR_STARTS.iter().any(|p| lower.starts_with(p)) {
         return false;
     }
-    ERRORS.is_match(line)
+    let b = line.as_bytes();
+    ERRORS.find_overlapping_iter(line).any(|m| {
+        let (start, end) = (m.start(), m.end());
+        if !b[start].is_ascii_alphabetic() {
+            return true;
+        }
+        let before = start == 0 || {
+            let p = b[start - 1];
+            !is_word_byte(p) || (p.is_ascii_lowercase() && b[start].is_ascii_uppercase())
+        };
+        before && b.get(end) != Some(&b'_')
+    })
 }
 
 fn is_word_byte(b: u8) -> bool {
@@ -409,6 +443,23 @@ mod tests {
         assert_eq!(signature("", None), "");
         assert_eq!(signature("\n=====\n12345\n   Compiling x v1\n", None), "");
         assert_eq!(signature("", Some("lint")), "lint:");
+    }
+
+    #[test]
+    fn error_words_inside_identifiers_do_not_count() {
+        let d = "  File \"s.py\", line 5, in main\n    return handle_error(undefined_name)\nNameError: name 'undefined_name' is not defined";
+        assert_eq!(signature(d, None), "NameError: name 'undefined_name' is not defined");
+        assert!(is_error_line("thread 'main' panicked at src/main.rs:3:5"));
+        assert!(!is_error_line("let error_count = on_failure_hook();"));
+        assert!(is_error_line("TypeError: x is not a function"));
+    }
+
+    #[test]
+    fn source_echo_and_runner_status_lines_are_noise() {
+        let d = "> app@1.0.0 test\n> jest --ci\n\nFAIL ./sum.test.js\n  \u{2715} adds numbers (8 ms)\n";
+        assert_eq!(signature(d, None), "\u{2715} adds numbers (<n> ms)");
+        let d = ">       assert add(1, 2) == 3\nE       assert 4 == 3";
+        assert_eq!(signature(d, None), "E assert <n> == <n>");
     }
 
     #[test]
