@@ -4,7 +4,9 @@
 //! Order of reading:
 //! 1. Text markers in every text field of the failed steps (error, output,
 //!    stdout, stderr), then the run status, the runner's stderr and the free
-//!    text. Each field is scanned separately, from its last `scan-bytes` bytes.
+//!    text. Each field is scanned separately, from its last `scan-bytes` bytes;
+//!    a marker found inside a longer marker's match is dropped (the longer one
+//!    reads the same words more specifically, see `markers::Tables::scan`).
 //! 2. Structured facts: the error type and code; the HTTP status only when no
 //!    type or code is known to the tables (a 429 covers both a rate limit and a
 //!    spent quota; the code tells them apart).

@@ -10,7 +10,19 @@
 //!   match inside `14290`, `test failed` does not match `latest failed`.
 //! - `code`: equals the structured `error-type` or `error-code` (any case).
 //! - `http`: equals the structured HTTP status.
+//! - `line`: as `word`, and the match opens its line (only blanks before it)
+//!   and is written in capitals in the text, the way test runners print a
+//!   verdict (`FAILED tests/x.py::t`, `FAIL src/a.test.js`, `--- FAIL: TestX`);
+//!   `Failed to connect` at the start of a line is not a verdict.
+//! - `code`: equals the structured `error-type` or `error-code` (any case).
+//! - `http`: equals the structured HTTP status.
 //! - `exit`: equals the exit code; read only where the text says nothing.
+//!
+//! In a text marker (`substring`, `word`, `line`) a `#` stands for a run of 1
+//! to 20 ASCII digits: `found # errors` matches `Found 12 errors`, `error ts#:`
+//! matches `error TS2304:`. The automaton holds the longest literal piece of
+//! such a marker and the digits and other pieces are checked around each hit,
+//! so the scan stays one pass and the check costs at most the marker's length.
 //!
 //! A `weak` marker decides only when no other marker or fact does.
 
@@ -30,6 +42,7 @@ pub const MARKERS_JSONL: &str = include_str!("../markers/markers.jsonl");
 pub enum MarkerMatch {
     Substring,
     Word,
+    Line,
     Code,
     Http,
     Exit,
@@ -47,11 +60,65 @@ pub struct Marker {
     pub weak: bool,
 }
 
+/// Whether a match kind is read from the text.
+pub fn is_text(kind: MarkerMatch) -> bool {
+    matches!(kind, MarkerMatch::Substring | MarkerMatch::Word | MarkerMatch::Line)
+}
+
+/// The most digits one `#` of a marker matches.
+const MAX_DIGITS: usize = 20;
+
+/// A text marker cut at its `#`s: the pieces, and which piece the automaton holds.
+struct Shape {
+    pieces: Vec<Vec<u8>>,
+    anchor: usize,
+}
+
+impl Shape {
+    fn of(marker: &str) -> Shape {
+        let pieces: Vec<Vec<u8>> = marker.split('#').map(|p| p.as_bytes().to_vec()).collect();
+        let anchor = (0..pieces.len()).max_by_key(|&i| (pieces[i].len(), std::cmp::Reverse(i))).unwrap_or(0);
+        Shape { pieces, anchor }
+    }
+
+    /// The whole match around an anchor hit at `[start, end)`, if the digits
+    /// and the other pieces are there.
+    fn extend(&self, text: &[u8], start: usize, end: usize) -> Option<(usize, usize)> {
+        let mut s = start;
+        for piece in self.pieces[..self.anchor].iter().rev() {
+            let digits = text[..s].iter().rev().take(MAX_DIGITS + 1).take_while(|b| b.is_ascii_digit()).count();
+            if digits == 0 || digits > MAX_DIGITS {
+                return None;
+            }
+            s -= digits;
+            if s < piece.len() || !text[s - piece.len()..s].eq_ignore_ascii_case(piece) {
+                return None;
+            }
+            s -= piece.len();
+        }
+        let mut e = end;
+        for piece in &self.pieces[self.anchor + 1..] {
+            let digits = text[e..].iter().take(MAX_DIGITS + 1).take_while(|b| b.is_ascii_digit()).count();
+            if digits == 0 || digits > MAX_DIGITS {
+                return None;
+            }
+            e += digits;
+            if text.len() - e < piece.len() || !text[e..e + piece.len()].eq_ignore_ascii_case(piece) {
+                return None;
+            }
+            e += piece.len();
+        }
+        Some((s, e))
+    }
+}
+
 /// The compiled tables.
 pub struct Tables {
     pub markers: Vec<Marker>,
     /// Indexes into `markers` of the text markers, in automaton pattern order.
     text_index: Vec<usize>,
+    /// The shape of each text marker, in automaton pattern order.
+    shapes: Vec<Shape>,
     automaton: AhoCorasick,
     pub digest: String,
 }
@@ -81,6 +148,13 @@ pub fn parse(jsonl: &str) -> Result<Vec<Marker>, String> {
         if m.source.trim().is_empty() {
             return Err(format!("markers line {}: marker {:?} has no source", n + 1, m.marker));
         }
+        if is_text(m.kind) {
+            if m.marker.contains("##") || m.marker.split('#').all(str::is_empty) {
+                return Err(format!("markers line {}: `#` stands for a digit run; {:?} has `##` or no literal text", n + 1, m.marker));
+            }
+        } else if m.marker.contains('#') {
+            return Err(format!("markers line {}: `#` is only allowed in text markers: {:?}", n + 1, m.marker));
+        }
         if m.class == FailureClass::Indeterminate {
             return Err(format!("markers line {}: a marker cannot decide indeterminate", n + 1));
         }
@@ -97,31 +171,38 @@ impl Tables {
         let text_index: Vec<usize> = markers
             .iter()
             .enumerate()
-            .filter(|(_, m)| matches!(m.kind, MarkerMatch::Substring | MarkerMatch::Word))
+            .filter(|(_, m)| is_text(m.kind))
             .map(|(i, _)| i)
             .collect();
+        let shapes: Vec<Shape> = text_index.iter().map(|&i| Shape::of(&markers[i].marker)).collect();
         let automaton = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
-            .build(text_index.iter().map(|&i| markers[i].marker.as_bytes()))
+            .build(shapes.iter().map(|s| s.pieces[s.anchor].as_slice()))
             .expect("marker automaton builds");
         let digest = hex(&Sha256::digest(source_text.as_bytes()));
-        Tables { markers, text_index, automaton, digest }
+        Tables { markers, text_index, shapes, automaton, digest }
     }
 
-    /// Every text marker in `text`, in order of position (overlapping matches included).
+    /// Every text marker in `text`, in order of position. Overlapping matches
+    /// are kept, but a match that lies inside a longer match is dropped: the
+    /// longer marker is the more specific reading of the same words
+    /// (`disk quota exceeded` holds `quota exceeded`).
     pub fn scan(&self, text: &str) -> Vec<Hit> {
         let bytes = text.as_bytes();
         let mut hits = Vec::new();
         for m in self.automaton.find_overlapping_iter(text) {
-            let idx = self.text_index[m.pattern().as_usize()];
+            let p = m.pattern().as_usize();
+            let idx = self.text_index[p];
             let marker = &self.markers[idx];
-            if marker.kind == MarkerMatch::Word && !word_bounded(bytes, m.start(), m.end(), marker.marker.as_bytes()) {
+            let Some((start, end)) = self.shapes[p].extend(bytes, m.start(), m.end()) else { continue };
+            let bounded = |kind| kind == MarkerMatch::Substring || word_bounded(bytes, start, end, marker.marker.as_bytes());
+            if !bounded(marker.kind) || (marker.kind == MarkerMatch::Line && !verdict(bytes, start, end)) {
                 continue;
             }
-            hits.push(Hit { marker: idx, start: m.start(), end: m.end() });
+            hits.push(Hit { marker: idx, start, end });
         }
-        hits
+        outermost(hits)
     }
 
     /// The marker of `kind` equal to `value` (case-insensitive, trimmed).
@@ -135,9 +216,36 @@ fn is_word(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
+/// The hits not strictly inside another hit, sorted by position (longest first
+/// at one position). One sort and one sweep.
+fn outermost(mut hits: Vec<Hit>) -> Vec<Hit> {
+    hits.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end), h.marker));
+    // The furthest end seen so far and the first start that reached it.
+    let mut reach: Option<(usize, usize)> = None;
+    hits.retain(|h| {
+        let inside = match reach {
+            Some((end, start)) => end > h.end || (end == h.end && start < h.start),
+            None => false,
+        };
+        if reach.is_none_or(|(end, _)| h.end > end) {
+            reach = Some((h.end, h.start));
+        }
+        !inside
+    });
+    hits
+}
+
+/// A `line` match: only blanks before it on its line, and no lower-case letter in it.
+fn verdict(text: &[u8], start: usize, end: usize) -> bool {
+    let line_start = text[..start].iter().rposition(|&b| b == b'\n').map(|i| i + 1).unwrap_or(0);
+    text[line_start..start].iter().all(|b| *b == b' ' || *b == b'\t' || *b == b'\r')
+        && !text[start..end].iter().any(u8::is_ascii_lowercase)
+}
+
 fn word_bounded(text: &[u8], start: usize, end: usize, marker: &[u8]) -> bool {
-    let first = marker.first().copied().unwrap_or(b' ');
-    let last = marker.last().copied().unwrap_or(b' ');
+    // A `#` at either end stands for digits, which are word characters.
+    let first = marker.first().map(|&b| if b == b'#' { b'0' } else { b }).unwrap_or(b' ');
+    let last = marker.last().map(|&b| if b == b'#' { b'0' } else { b }).unwrap_or(b' ');
     if is_word(first) && start > 0 && is_word(text[start - 1]) {
         return false;
     }
@@ -179,6 +287,52 @@ mod tests {
         assert!(names("2 tests failed").iter().any(|m| m == "tests failed"));
         assert!(names("read ECONNRESET").iter().any(|m| m == "econnreset"));
         assert!(names("pipeline recipe").is_empty());
+    }
+
+    fn names(text: &str) -> Vec<String> {
+        let t = tables();
+        t.scan(text).iter().map(|h| t.markers[h.marker].marker.clone()).collect()
+    }
+
+    #[test]
+    fn hash_stands_for_a_digit_run() {
+        assert!(names("src/a.ts(4,72): error TS2503: Cannot find").contains(&"error ts#:".to_string()));
+        assert!(!names("error TS: no code").contains(&"error ts#:".to_string()));
+        assert!(names("Found 12 errors in 3 files").contains(&"found # errors".to_string()));
+        // `found # error` stops at a word boundary, so `errors` is not `error`.
+        assert!(!names("Found 12 errors").contains(&"found # error".to_string()));
+        assert!(names("src/main.c:12:5: error: x").contains(&":#:#: error:".to_string()));
+        assert!(!names("src/main.c:12: error: x").contains(&":#:#: error:".to_string()));
+        assert!(names("✖ 1 problem (1 error, 0 warnings)").contains(&"# problem (".to_string()));
+        // A digit run glued to a word is not a count.
+        assert!(!names("v1 problem (see notes)").contains(&"# problem (".to_string()));
+    }
+
+    #[test]
+    fn line_markers_want_a_capitalised_verdict_at_line_start() {
+        assert!(names("FAILED tests/a.py::t - assert 1 == 2").contains(&"failed".to_string()));
+        assert!(names("  --- FAIL: TestX (0.01s)").contains(&"--- fail:".to_string()));
+        assert!(!names("Failed to connect to github.com port 443").contains(&"failed".to_string()));
+        assert!(!names("step 3 FAILED: timeout").contains(&"failed".to_string()));
+    }
+
+    #[test]
+    fn a_hit_inside_a_longer_hit_is_dropped() {
+        let n = names("Claude usage limit reached. Your limit will reset at 1pm");
+        assert_eq!(n, vec!["usage limit reached".to_string()]);
+        let n = names("write error: Disk quota exceeded");
+        assert_eq!(n, vec!["disk quota exceeded".to_string()]);
+        // Overlapping but not nested hits both stay.
+        let n = names("connection reset by peer");
+        assert!(n.contains(&"connection reset by peer".to_string()));
+    }
+
+    #[test]
+    fn hash_is_only_for_text_markers() {
+        let bad = "{\"class\":\"work\",\"marker\":\"4#\",\"match\":\"http\",\"source\":\"s\"}";
+        assert!(parse(bad).unwrap_err().contains("only allowed in text"));
+        let bad = "{\"class\":\"work\",\"marker\":\"a##b\",\"match\":\"word\",\"source\":\"s\"}";
+        assert!(parse(bad).unwrap_err().contains("digit run"));
     }
 
     #[test]
