@@ -189,6 +189,9 @@ pub fn validate(c: &Config) -> Result<(), PolicyError> {
         if b.kind.len() > 64 {
             return Err(PolicyError::config(f("kind"), "at most 64 bytes"));
         }
+        if b.kind == "window" || b.kind == "cycle" {
+            return Err(PolicyError::config(f("kind"), "not `window` or `cycle`: those name the windowed and cycle limits in the record"));
+        }
         if c.breakers[..i].iter().any(|o| o.kind == b.kind) {
             return Err(PolicyError::config(f("kind"), format!("unique: {:?} is configured twice", b.kind)));
         }
@@ -253,6 +256,37 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn each_unanswered_checklist_question_is_named() {
+        let cases: [(fn(&mut BreakerConfig), &str, &str); 5] = [
+            (|b| b.kind.clear(), "kind", "what counts as the same failure"),
+            (|b| b.threshold = 0, "threshold", "how many are enough"),
+            (|b| b.reset_on.clear(), "reset_on", "what resets the count"),
+            (|b| b.look_at = " ".into(), "look_at", "how a human unblocks it"),
+            (|b| b.unblock_commands = vec![String::new()], "unblock_commands", "how a human unblocks it"),
+        ];
+        for (break_it, field, answer) in cases {
+            let mut c = Config::default();
+            break_it(&mut c.breakers[1]);
+            match validate(&c).unwrap_err() {
+                PolicyError::InvalidConfig(e) => {
+                    assert_eq!(e.field, format!("config.breakers[1].{field}"));
+                    assert!(e.rule.contains(answer) && e.rule.contains("unanswered"), "{}", e.rule);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn breaker_kinds_are_unique_and_not_limit_names() {
+        let mut c = Config::default();
+        c.breakers[1].kind = "build".into();
+        assert!(matches!(validate(&c), Err(PolicyError::InvalidConfig(e)) if e.field == "config.breakers[1].kind" && e.rule.contains("unique")));
+        c.breakers[1].kind = "cycle".into();
+        assert!(matches!(validate(&c), Err(PolicyError::InvalidConfig(e)) if e.field == "config.breakers[1].kind"));
     }
 
     #[test]
