@@ -322,9 +322,9 @@ fn normalise(line: &str) -> String {
 fn word(w: &str, out: &mut String) {
     let b = w.as_bytes();
     let is_hex = |x: &[u8]| !x.is_empty() && x.iter().all(u8::is_ascii_hexdigit);
-    if b.len() > 2 && b[0] == b'0' && (b[1] == b'x' || b[1] == b'X') && is_hex(&b[2..]) {
-        out.push_str("<hex>");
-    } else if b.len() >= 7 && is_hex(b) && b.iter().any(u8::is_ascii_digit) {
+    let prefixed = b.len() > 2 && b[0] == b'0' && (b[1] == b'x' || b[1] == b'X') && is_hex(&b[2..]);
+    let long_id = b.len() >= 7 && is_hex(b) && b.iter().any(u8::is_ascii_digit);
+    if prefixed || long_id {
         out.push_str("<hex>");
     } else if b[0].is_ascii_digit() {
         let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
