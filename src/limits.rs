@@ -129,6 +129,33 @@ mod tests {
     }
 
     #[test]
+    fn raised_limit_doubles_then_caps_at_thirty_minutes() {
+        let mut c = Config::default();
+        c.window.limit = 10;
+        let t0 = 1_000_000_000_000u64;
+        let delays: Vec<u64> = (1..=6u64)
+            .map(|n| {
+                let failures: Vec<u64> = (0..n).map(|i| t0 + i * MIN_MS).collect();
+                let d = window(t0 + (n - 1) * MIN_MS, &c, &TaskFailure { failures }).unwrap();
+                assert_eq!(d.action, Action::Proceed);
+                d.delay.unwrap() / (60 * NANOS_PER_SEC)
+            })
+            .collect();
+        assert_eq!(delays, vec![2, 4, 8, 16, 30, 30]);
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let c = Config::default();
+        let e = window(0, &c, &TaskFailure { failures: vec![] }).unwrap_err();
+        assert!(matches!(e, PolicyError::InvalidInput(f) if f.field == "situation.task_failed.failures"));
+        let e = window(0, &c, &TaskFailure { failures: vec![0; MAX_FAILURES + 1] }).unwrap_err();
+        assert!(matches!(e, PolicyError::InvalidInput(f) if f.rule.contains("100000")));
+        let e = cycle(&c, &CycleEntry { name: "pr".into(), count: 0 }).unwrap_err();
+        assert!(matches!(e, PolicyError::InvalidInput(f) if f.field == "situation.cycle_entered.count"));
+    }
+
+    #[test]
     fn cycle_blocks_at_limit() {
         let c = Config::default();
         assert_eq!(cycle(&c, &CycleEntry { name: "pr".into(), count: 2 }).unwrap().action, Action::Proceed);
