@@ -1,1 +1,289 @@
+//! The wasmtime host of the Backstop component.
+//!
+//! The component imports nothing, so it is instantiated with an empty
+//! [`Linker`]: no WASI, no capabilities. Each [`Backstop`] compiles (or loads a
+//! precompiled) component once, links it once into an `InstancePre`, and
+//! reuses one instance across calls; a call that traps (for example on a limit)
+//! discards that instance and the next call starts a fresh one.
+//!
+//! Every call runs under two limits, set per [`Limits`]: a cap on the
+//! instance's linear memory (a store limiter) and a fuel budget (a
+//! deterministic instruction count). A call that exceeds either fails with a
+//! [`HostError`] that names the limit.
 
+use std::path::{Path, PathBuf};
+
+use backstop::model as m;
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, ResourceLimiter, Store, Trap};
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        world: "backstop",
+        path: "../wit",
+    });
+}
+
+use bindings::exports::backstop::policy::types as w;
+
+include!("../../src/wit_convert.rs");
+
+/// The component built by `build.rs` from this workspace.
+pub const COMPONENT: &[u8] = include_bytes!(env!("BACKSTOP_COMPONENT"));
+
+/// Per-call limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The most linear memory the instance may grow to, in bytes. Default 256 MiB.
+    pub memory_bytes: usize,
+    /// The fuel (roughly, wasm instructions) one call may burn. Default 10^10.
+    pub fuel: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { memory_bytes: 256 << 20, fuel: 10_000_000_000 }
+    }
+}
+
+/// Why a call through the component failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostError {
+    /// The instance asked for more memory than `Limits::memory_bytes`.
+    MemoryLimit { limit: usize, requested: usize },
+    /// The call burned all of `Limits::fuel`.
+    FuelLimit { limit: u64 },
+    /// The component trapped for another reason.
+    Trap(String),
+    /// The component could not be compiled, loaded or instantiated.
+    Load(String),
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostError::MemoryLimit { limit, requested } => write!(
+                f,
+                "memory limit hit: the component asked for {requested} bytes of linear memory, the limit is {limit} bytes"
+            ),
+            HostError::FuelLimit { limit } => write!(f, "fuel limit hit: the call burned all {limit} units of fuel"),
+            HostError::Trap(m) => write!(f, "the component trapped: {m}"),
+            HostError::Load(m) => write!(f, "loading the component failed: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// The store's data: the memory limiter and what it saw.
+struct HostState {
+    memory_limit: usize,
+    memory_refused: Option<usize>,
+}
+
+impl ResourceLimiter for HostState {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.memory_limit {
+            self.memory_refused = Some(desired);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// A loaded Backstop component, ready to call.
+pub struct Backstop {
+    engine: Engine,
+    component: Component,
+    pre: bindings::BackstopPre<HostState>,
+    limits: Limits,
+    live: Option<(Store<HostState>, bindings::Backstop)>,
+}
+
+/// The engine configuration every Backstop host uses (fuel on).
+pub fn engine() -> Result<Engine, HostError> {
+    let mut config = wasmtime::Config::new();
+    config.consume_fuel(true);
+    Engine::new(&config).map_err(|e| HostError::Load(format!("{e:#}")))
+}
+
+/// Where `Backstop::cached` keeps precompiled artifacts by default:
+/// `$BACKSTOP_CACHE_DIR`, else `$XDG_CACHE_HOME/backstop`, else `~/.cache/backstop`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("BACKSTOP_CACHE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(d).join("backstop"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("backstop"))
+}
+
+/// How the component was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Compiled from the component bytes.
+    Compiled,
+    /// Loaded from a precompiled artifact.
+    Precompiled,
+}
+
+impl Backstop {
+    /// Compiles the bundled component.
+    pub fn new() -> Result<Backstop, HostError> {
+        Backstop::from_bytes(COMPONENT, Limits::default())
+    }
+
+    /// Compiles a component from its bytes.
+    pub fn from_bytes(bytes: &[u8], limits: Limits) -> Result<Backstop, HostError> {
+        let engine = engine()?;
+        let component = Component::new(&engine, bytes).map_err(|e| HostError::Load(format!("{e:#}")))?;
+        Backstop::link(engine, component, limits)
+    }
+
+    /// Loads the bundled component from a precompiled artifact in `dir`, named
+    /// by the component's digest; compiles and writes it when it is missing or
+    /// was made by another engine version or configuration (wasmtime checks both).
+    pub fn cached(dir: &Path, limits: Limits) -> Result<(Backstop, Origin), HostError> {
+        let engine = engine()?;
+        let digest: String = Sha256::digest(COMPONENT).iter().take(12).map(|b| format!("{b:02x}")).collect();
+        let path = dir.join(format!("backstop-{digest}-wasmtime{}.cwasm", wasmtime_version()));
+        // Read into memory rather than map the file: a file truncated under a
+        // live mapping would crash the process.
+        if let Ok(bytes) = std::fs::read(&path) {
+            // SAFETY: the artifact is one this function wrote from the bundled
+            // component; wasmtime checks its header, version and configuration
+            // and rejects anything else, which is then recompiled.
+            if let Ok(component) = unsafe { Component::deserialize(&engine, &bytes) } {
+                return Ok((Backstop::link(engine, component, limits)?, Origin::Precompiled));
+            }
+        }
+        let component = Component::new(&engine, COMPONENT).map_err(|e| HostError::Load(format!("{e:#}")))?;
+        if let Ok(bytes) = component.serialize() {
+            // A cache that cannot be written is not an error: the next start compiles again.
+            let _ = std::fs::create_dir_all(dir);
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            if std::fs::write(&tmp, &bytes).is_ok() {
+                let _ = std::fs::rename(&tmp, &path);
+            }
+        }
+        Ok((Backstop::link(engine, component, limits)?, Origin::Compiled))
+    }
+
+    fn link(engine: Engine, component: Component, limits: Limits) -> Result<Backstop, HostError> {
+        // An empty linker: the component imports nothing and gets nothing.
+        let linker: Linker<HostState> = Linker::new(&engine);
+        let pre = linker.instantiate_pre(&component).map_err(|e| HostError::Load(format!("{e:#}")))?;
+        let pre = bindings::BackstopPre::new(pre).map_err(|e| HostError::Load(format!("{e:#}")))?;
+        Ok(Backstop { engine, component, pre, limits, live: None })
+    }
+
+    /// The limits applied to each call.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Changes the limits; they apply from the next call (a fresh instance).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+        self.live = None;
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn component(&self) -> &Component {
+        &self.component
+    }
+
+    /// Names of the component's imports (always empty for Backstop).
+    pub fn imports(&self) -> Vec<String> {
+        self.component.component_type().imports(&self.engine).map(|(n, _)| n.to_string()).collect()
+    }
+
+    /// Names of the component's exports.
+    pub fn exports(&self) -> Vec<String> {
+        self.component.component_type().exports(&self.engine).map(|(n, _)| n.to_string()).collect()
+    }
+
+    /// Instantiates a fresh instance from the `InstancePre` (no reuse).
+    pub fn fresh_instance(&self) -> Result<(), HostError> {
+        self.instantiate().map(|_| ())
+    }
+
+    fn instantiate(&self) -> Result<(Store<HostState>, bindings::Backstop), HostError> {
+        let state = HostState { memory_limit: self.limits.memory_bytes, memory_refused: None };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| s as &mut dyn ResourceLimiter);
+        store.set_fuel(self.limits.fuel).map_err(|e| HostError::Load(format!("{e:#}")))?;
+        let instance = self.pre.instantiate(&mut store).map_err(|e| HostError::Load(format!("{e:#}")))?;
+        Ok((store, instance))
+    }
+
+    /// Runs `f` on the live instance with fresh fuel; a trap discards the instance.
+    fn call<T>(
+        &mut self,
+        f: impl FnOnce(&mut Store<HostState>, &bindings::Backstop) -> wasmtime::Result<T>,
+    ) -> Result<T, HostError> {
+        if self.live.is_none() {
+            self.live = Some(self.instantiate()?);
+        }
+        let limits = self.limits;
+        let (store, instance) = self.live.as_mut().expect("instance is live");
+        store.set_fuel(limits.fuel).map_err(|e| HostError::Trap(format!("{e:#}")))?;
+        store.data_mut().memory_refused = None;
+        match f(store, instance) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let refused = store.data().memory_refused;
+                self.live = None;
+                if e.downcast_ref::<Trap>() == Some(&Trap::OutOfFuel) {
+                    return Err(HostError::FuelLimit { limit: limits.fuel });
+                }
+                if let Some(requested) = refused {
+                    return Err(HostError::MemoryLimit { limit: limits.memory_bytes, requested });
+                }
+                Err(HostError::Trap(format!("{e:#}")))
+            }
+        }
+    }
+
+    /// `classify` through the component.
+    pub fn classify(&mut self, evidence: &m::Evidence) -> Result<m::Classification, HostError> {
+        let e: w::Evidence = evidence.clone().conv();
+        self.call(|s, b| b.backstop_policy_engine().call_classify(s, &e)).map(Conv::conv)
+    }
+
+    /// `next-action` through the component.
+    pub fn next_action(&mut self, state: &m::State) -> Result<Result<m::Decision, m::PolicyError>, HostError> {
+        let st: w::State = state.clone().conv();
+        self.call(|s, b| b.backstop_policy_engine().call_next_action(s, &st))
+            .map(|r| r.map(Conv::conv).map_err(Conv::conv))
+    }
+
+    /// `signature` through the component.
+    pub fn signature(&mut self, detail: &str, check: Option<&str>) -> Result<String, HostError> {
+        self.call(|s, b| b.backstop_policy_engine().call_signature(s, detail, check))
+    }
+
+    /// `default-config` through the component.
+    pub fn default_config(&mut self) -> Result<m::Config, HostError> {
+        self.call(|s, b| b.backstop_policy_engine().call_default_config(s)).map(Conv::conv)
+    }
+
+    /// `info` through the component.
+    pub fn info(&mut self) -> Result<m::PolicyInfo, HostError> {
+        self.call(|s, b| b.backstop_policy_engine().call_info(s)).map(Conv::conv)
+    }
+}
+
+/// The wasmtime version this host links.
+pub fn wasmtime_version() -> &'static str {
+    "48.0.8"
+}

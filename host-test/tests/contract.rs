@@ -1,0 +1,119 @@
+//! The component's contract, through the wasmtime host: no imports, an empty
+//! linker, every shared vector, and agreement with the native core.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use backstop::model as m;
+use backstop_host::{Backstop, HostError, Limits};
+use common::{run_all, Answer, Call};
+use serde_json::{json, Value};
+
+fn native(call: &Call) -> Answer {
+    match call {
+        Call::Classify(input) => {
+            let e: m::Evidence = serde_json::from_value(input.clone()).map_err(|e| json!({"parse": e.to_string()}))?;
+            Ok(serde_json::to_value(backstop::classify(&e)).unwrap())
+        }
+        Call::NextAction(input) => {
+            let s: m::State = serde_json::from_value(input.clone()).map_err(|e| json!({"parse": e.to_string()}))?;
+            backstop::next_action(&s)
+                .map(|d| serde_json::to_value(d).unwrap())
+                .map_err(|e| serde_json::to_value(e).unwrap())
+        }
+        Call::Signature(detail, check) => Ok(Value::String(backstop::signature(detail, check.as_deref()))),
+    }
+}
+
+fn component(b: &mut Backstop, call: &Call) -> Answer {
+    match call {
+        Call::Classify(input) => {
+            let e: m::Evidence = serde_json::from_value(input.clone()).map_err(|e| json!({"parse": e.to_string()}))?;
+            Ok(serde_json::to_value(b.classify(&e).expect("classify call")).unwrap())
+        }
+        Call::NextAction(input) => {
+            let s: m::State = serde_json::from_value(input.clone()).map_err(|e| json!({"parse": e.to_string()}))?;
+            match b.next_action(&s).expect("next-action call") {
+                Ok(d) => {
+                    // The record the component rendered is the same object as the data.
+                    let record: Value = serde_json::from_str(&d.record_json).expect("record_json parses");
+                    assert_eq!(record, serde_json::to_value(&d).unwrap(), "record_json differs from the decision");
+                    Ok(serde_json::to_value(d).unwrap())
+                }
+                Err(e) => Err(serde_json::to_value(e).unwrap()),
+            }
+        }
+        Call::Signature(detail, check) => Ok(Value::String(b.signature(detail, check.as_deref()).expect("signature call"))),
+    }
+}
+
+#[test]
+fn component_imports_nothing_and_exports_the_engine() {
+    let b = Backstop::new().unwrap();
+    assert_eq!(b.imports(), Vec::<String>::new());
+    let exports = b.exports();
+    assert!(exports.iter().any(|e| e == "backstop:policy/engine@0.1.0"), "{exports:?}");
+}
+
+#[test]
+fn all_vectors_pass_through_the_component_and_agree_with_native() {
+    let mut b = Backstop::new().unwrap();
+    let mut disagreements = Vec::new();
+    let (count, failures) = run_all(&mut |call: Call| {
+        let wasm = component(&mut b, &call);
+        let nat = native(&call);
+        if wasm != nat {
+            disagreements.push(format!("component {wasm:?}\n   native {nat:?}"));
+        }
+        wasm
+    });
+    println!("component (wasmtime host): {count} vectors");
+    assert!(count > 0);
+    assert!(failures.is_empty(), "{} of {count} vectors failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(disagreements.is_empty(), "component and native disagree:\n{}", disagreements.join("\n"));
+}
+
+#[test]
+fn info_and_default_config_match_native() {
+    let mut b = Backstop::new().unwrap();
+    assert_eq!(b.info().unwrap(), backstop::info());
+    assert_eq!(b.default_config().unwrap(), backstop::default_config());
+}
+
+#[test]
+fn fuel_limit_names_the_limit_and_the_next_call_recovers() {
+    let mut b = Backstop::from_bytes(backstop_host::COMPONENT, Limits { fuel: 10_000, ..Limits::default() }).unwrap();
+    let big = m::Evidence::from_text("x".repeat(64 * 1024) + " API Error: 529");
+    let err = b.classify(&big).unwrap_err();
+    assert!(matches!(err, HostError::FuelLimit { limit: 10_000 }), "{err:?}");
+    assert!(err.to_string().contains("fuel limit"), "{err}");
+    b.set_limits(Limits::default());
+    assert_eq!(b.classify(&big).unwrap().class, m::FailureClass::TransientTransport);
+}
+
+#[test]
+fn memory_limit_names_the_limit() {
+    let mut b = Backstop::from_bytes(backstop_host::COMPONENT, Limits { memory_bytes: 2 << 20, ..Limits::default() }).unwrap();
+    let big = m::Evidence::from_text("y".repeat(4 << 20));
+    let err = b.classify(&big).unwrap_err();
+    assert!(matches!(err, HostError::MemoryLimit { limit, .. } if limit == 2 << 20), "{err:?}");
+    assert!(err.to_string().contains("memory limit"), "{err}");
+}
+
+#[test]
+fn precompiled_artifact_is_written_then_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut first, origin) = Backstop::cached(dir.path(), Limits::default()).unwrap();
+    assert_eq!(origin, backstop_host::Origin::Compiled);
+    let (mut second, origin) = Backstop::cached(dir.path(), Limits::default()).unwrap();
+    assert_eq!(origin, backstop_host::Origin::Precompiled);
+    let e = m::Evidence::from_text("socket hang up");
+    assert_eq!(first.classify(&e).unwrap(), second.classify(&e).unwrap());
+    drop((first, second));
+    // A corrupt artifact is replaced, not trusted.
+    for f in std::fs::read_dir(dir.path()).unwrap() {
+        std::fs::write(f.unwrap().path(), b"not a cwasm").unwrap();
+    }
+    let (_, origin) = Backstop::cached(dir.path(), Limits::default()).unwrap();
+    assert_eq!(origin, backstop_host::Origin::Compiled);
+}

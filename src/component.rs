@@ -1,0 +1,42 @@
+//! The component's glue: the wit-bindgen export of `wit/`, converting to and
+//! from the core's types (the conversion table is `wit_convert.rs`, shared
+//! with the wasmtime host) and calling the core. Nothing else.
+
+mod bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "backstop",
+    });
+}
+
+use bindings::exports::backstop::policy::engine::Guest;
+use bindings::exports::backstop::policy::types as w;
+use crate::model as m;
+
+include!("wit_convert.rs");
+
+struct Component;
+
+impl Guest for Component {
+    fn classify(evidence: w::Evidence) -> w::Classification {
+        crate::classify(&evidence.conv()).conv()
+    }
+
+    fn next_action(state: w::State) -> Result<w::Decision, w::PolicyError> {
+        crate::next_action(&state.conv()).map(Conv::conv).map_err(Conv::conv)
+    }
+
+    fn signature(detail: String, check: Option<String>) -> String {
+        crate::signature(&detail, check.as_deref())
+    }
+
+    fn default_config() -> w::Config {
+        crate::default_config().conv()
+    }
+
+    fn info() -> w::PolicyInfo {
+        crate::info().conv()
+    }
+}
+
+bindings::export!(Component with_types_in bindings);
