@@ -1,0 +1,297 @@
+"""Runs every shared vector (tests/vectors/*.json) through the Python host.
+
+The loader and matcher are a port of tests/common/mod.rs: the same files,
+the same count (cases, not story steps), the same matching rules. Also runs
+the embedding example of docs/embedding.md. Exits non-zero on any failure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, List, Optional, Tuple
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+
+import backstop  # noqa: E402
+
+VECTOR_DIR = ROOT / "tests" / "vectors"
+
+
+class Mismatch(Exception):
+    pass
+
+
+def _dump(v: Any) -> str:
+    return json.dumps(v, ensure_ascii=False)
+
+
+def as_f64(v: Any) -> Optional[float]:
+    """A JSON number, or a string that parses as a u64 (Rust `str::parse::<u64>`)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str) and re.fullmatch(r"\+?[0-9]+", v) and int(v) <= (1 << 64) - 1:
+        return float(int(v))
+    return None
+
+
+def matches(expected: Any, actual: Any, path: str) -> None:
+    """Checks `actual` against the `expected` subset; raises Mismatch on the first difference."""
+    if isinstance(expected, dict):
+        if len(expected) == 1:
+            b = expected.get("between")
+            if isinstance(b, list):
+                n = as_f64(actual)
+                if n is None:
+                    raise Mismatch(f"{path}: expected a number, got {_dump(actual)}")
+                lo, hi = as_f64(b[0]), as_f64(b[1])
+                if not (lo <= n <= hi):
+                    raise Mismatch(f"{path}: {n} not in [{lo}, {hi}]")
+                return
+            s = expected.get("contains")
+            if isinstance(s, str):
+                if isinstance(actual, str) and s in actual:
+                    return
+                raise Mismatch(f"{path}: {_dump(actual)} does not contain {s!r}")
+            if expected.get("absent") is True:
+                if actual is None:
+                    return
+                raise Mismatch(f"{path}: expected absent, got {_dump(actual)}")
+        if not isinstance(actual, dict):
+            raise Mismatch(f"{path}: expected an object, got {_dump(actual)}")
+        for k, ev in expected.items():
+            matches(ev, actual.get(k), f"{path}.{k}")
+        return
+    if isinstance(expected, list) and isinstance(actual, list):
+        if len(expected) != len(actual):
+            raise Mismatch(f"{path}: expected {len(expected)} items, got {len(actual)}: {_dump(actual)}")
+        for i, (ev, av) in enumerate(zip(expected, actual)):
+            matches(ev, av, f"{path}[{i}]")
+        return
+    x, y = as_f64(expected), as_f64(actual)
+    if x is not None and y is not None:
+        if x == y:
+            return
+        raise Mismatch(f"{path}: expected {_dump(expected)}, got {_dump(actual)}")
+    if _json_equal(expected, actual):
+        return
+    raise Mismatch(f"{path}: expected {_dump(expected)}, got {_dump(actual)}")
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """serde_json Value equality: no bool/number confusion, as Python's == has."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b and not (isinstance(a, float) and math.isnan(a))
+    return type(a) is type(b) and a == b
+
+
+def vector_files() -> List[Tuple[str, Any]]:
+    files = sorted(p for p in VECTOR_DIR.iterdir() if p.suffix == ".json")
+    return [(p.name, json.loads(p.read_text(encoding="utf-8"))) for p in files]
+
+
+def answer(b: backstop.Backstop, function: str, step: dict) -> Tuple[bool, Any]:
+    """(ok, result-or-error as JSON) for one call; the error shape is the Rust runner's."""
+    inp = step.get("input")
+    try:
+        if function == "classify":
+            return True, b.classify(inp)
+        if function in ("next_action", "story"):
+            d = b.next_action(inp)
+            # The record the component rendered is the same object as the data.
+            record = json.loads(d["record_json"])
+            rest = {k: v for k, v in d.items() if k != "record_json"}
+            if record != rest or list(record) != list(rest):
+                raise AssertionError(f"record_json differs from the decision:\n{record}\n{rest}")
+            return True, d
+        if function == "signature":
+            detail = inp.get("detail")
+            check = inp.get("check")
+            return True, b.signature(detail if isinstance(detail, str) else "",
+                                     check if isinstance(check, str) else None)
+    except backstop.PolicyError as e:
+        return False, e.to_dict()
+    except backstop.InputError as e:
+        return False, {"parse": str(e)}
+    raise ValueError(f"unknown function {function}")
+
+
+def run_all(b: backstop.Backstop) -> Tuple[int, List[str]]:
+    count = 0
+    failures: List[str] = []
+    for file, v in vector_files():
+        function = v["function"]
+        for case in v["cases"]:
+            cid = case.get("id", "?")
+            count += 1
+            steps = case["steps"] if function == "story" else [case]
+            for i, step in enumerate(steps):
+                where = f"{file}/{cid} step {i + 1}" if function == "story" else f"{file}/{cid}"
+                ok, got = answer(b, function, step)
+                has_exp, has_err = "expected" in step, "expected_error" in step
+                try:
+                    if ok and has_exp and not has_err:
+                        matches(step["expected"], got, "result")
+                    elif not ok and has_err and not has_exp:
+                        matches(step["expected_error"], got, "error")
+                    elif ok and has_err and not has_exp:
+                        raise Mismatch(f"expected an error, got {_dump(got)}")
+                    elif not ok and has_exp and not has_err:
+                        raise Mismatch(f"unexpected error {_dump(got)}")
+                    else:
+                        raise Mismatch("a case needs exactly one of expected, expected_error")
+                except Mismatch as e:
+                    failures.append(f"{where}: {e}")
+    return count, failures
+
+
+def test_doc_example() -> List[str]:
+    """Runs the Python example of docs/embedding.md exactly as written."""
+    doc = (ROOT / "docs" / "embedding.md").read_text(encoding="utf-8")
+    m = re.search(r"```python\n(.*?)```", doc, re.S)
+    if not m:
+        return ["docs/embedding.md has no python example"]
+    example = m.group(1)
+    own = (HERE / "example.py").read_text(encoding="utf-8")
+    problems = []
+    if example != own:
+        problems.append("the python example in docs/embedding.md differs from host-py/tests/example.py")
+    env = {"PYTHONPATH": str(HERE.parent), "PATH": "/usr/bin:/bin"}
+    import os
+    if "BACKSTOP_COMPONENT" in os.environ:
+        env["BACKSTOP_COMPONENT"] = os.environ["BACKSTOP_COMPONENT"]
+    out = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, env=env, cwd=ROOT)
+    if out.returncode != 0:
+        problems.append(f"the example failed: {out.stderr}")
+    elif out.stdout.strip() != "transient_transport api error: 529":
+        problems.append(f"the example printed {out.stdout!r}")
+    return problems
+
+
+def test_limits() -> List[str]:
+    """A large input under a tiny fuel or memory cap fails naming the limit; the next call recovers."""
+    problems = []
+    big = {"text": "x" * (64 * 1024) + " API Error: 529"}
+    b = backstop.Backstop(fuel=10_000)
+    try:
+        b.classify(big)
+        problems.append("fuel: a 64 KiB classify within 10000 fuel did not fail")
+    except backstop.LimitError as e:
+        if e.limit != "fuel" or "fuel limit" not in str(e):
+            problems.append(f"fuel: wrong error {e}")
+    b.fuel = backstop.DEFAULT_FUEL
+    if b.classify(big)["class"] != "transient_transport":
+        problems.append("fuel: the call after a fuel trap did not recover")
+    m = backstop.Backstop(memory_bytes=2 << 20)
+    try:
+        m.classify({"text": "y" * (4 << 20)})
+        problems.append("memory: a 4 MiB input under a 2 MiB cap did not fail")
+    except backstop.LimitError as e:
+        if e.limit != "memory" or "memory limit" not in str(e):
+            problems.append(f"memory: wrong error {e}")
+    if m.classify({"text": "socket hang up"})["class"] != "transient_transport":
+        problems.append("memory: the call after a memory trap did not recover")
+    return problems
+
+
+def test_shape() -> List[str]:
+    """Input errors name the path; policy errors carry field and rule; info and config read back."""
+    problems = []
+    b = backstop.Backstop()
+    for bad, where in [
+        ({"situation": {"step_failed": {"attempt": 1, "bogus": 1}}}, "situation.step_failed.bogus"),
+        ({"situation": {"nope": {}}}, "situation"),
+        ({"situation": {"step_failed": {"attempt": -1}}}, "situation.step_failed.attempt"),
+        ({"situation": {"step_failed": {"attempt": 1, "waited": "12x"}}}, "situation.step_failed.waited"),
+        ({"now": 1}, "situation"),
+    ]:
+        try:
+            b.next_action(bad)
+            problems.append(f"accepted {bad}")
+        except backstop.InputError as e:
+            if e.path != where:
+                problems.append(f"{bad}: path {e.path}, expected {where}")
+    try:
+        b.next_action({"config": {"transport": {"max_attempts": 11}},
+                       "situation": {"step_failed": {"attempt": 1}}})
+        problems.append("max_attempts 11 accepted")
+    except backstop.PolicyError as e:
+        if (e.kind, e.field) != ("invalid_config", "config.transport.max_attempts"):
+            problems.append(f"policy error {e.to_dict()}")
+    cfg = b.default_config()
+    if cfg["transport"]["max_attempts"] != 3 or [x["kind"] for x in cfg["breakers"]] != ["build", "review"]:
+        problems.append(f"default config {cfg}")
+    i = b.info()
+    if set(i) != {"package_version", "schema_version", "markers_digest", "marker_count"} or i["marker_count"] < 1:
+        problems.append(f"info {i}")
+    # u64 given as a decimal string is read as the number.
+    d = b.next_action({"now": "1700000000000", "entropy": str((1 << 64) - 1),
+                       "situation": {"step_failed": {"attempt": 1,
+                                                     "evidence": {"text": "API Error: 529 Overloaded"}}}})
+    if d["action"] != "retry" or not isinstance(d["delay"], int):
+        problems.append(f"decision {d}")
+    return problems
+
+
+def test_cache_dir() -> List[str]:
+    """With cache_dir, the compiled component is written once, read back, and a corrupt artifact replaced."""
+    import tempfile
+    problems = []
+    with tempfile.TemporaryDirectory() as d:
+        backstop._compiled_cache.clear()
+        first = backstop.Backstop(cache_dir=d).signature("error: x 12")
+        files = list(Path(d).glob("*.cwasm"))
+        if len(files) != 1:
+            return [f"cache: expected one artifact, got {files}"]
+        backstop._compiled_cache.clear()
+        t = time.perf_counter()
+        second = backstop.Backstop(cache_dir=d).signature("error: x 12")
+        load_ms = (time.perf_counter() - t) * 1000
+        files[0].write_bytes(b"not a cwasm")
+        backstop._compiled_cache.clear()
+        third = backstop.Backstop(cache_dir=d).signature("error: x 12")
+        if not first == second == third == "error: x <n>":
+            problems.append(f"cache: {first!r} {second!r} {third!r}")
+        if files[0].stat().st_size < 1000:
+            problems.append("cache: the corrupt artifact was not replaced")
+        print(f"python host: precompiled load {load_ms:.0f} ms")
+    return problems
+
+
+def main() -> int:
+    t0 = time.perf_counter()
+    b = backstop.Backstop()
+    t_load = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    count, failures = run_all(b)
+    t_run = time.perf_counter() - t1
+    print(f"python host: {count} vectors ({t_load * 1000:.0f} ms to compile, {t_run * 1000:.0f} ms to run)")
+    problems = test_doc_example() + test_limits() + test_shape() + test_cache_dir()
+    for f in failures:
+        print(f"FAIL {f}")
+    for p in problems:
+        print(f"FAIL {p}")
+    if failures or problems or count == 0:
+        print(f"python host: {len(failures)} of {count} vectors failed, {len(problems)} other failures")
+        return 1
+    print("python host: all vectors, the embedding example, limits and shape checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
