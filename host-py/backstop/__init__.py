@@ -359,6 +359,8 @@ class Backstop:
     kept on disk, precompiled, for the next process (checked by wasmtime
     against its version and configuration, recompiled when refused).
     Calls are serialised by a lock: one instance runs one call at a time.
+    The ``fuel`` and ``memory_bytes`` attributes may be changed between
+    calls (a limit left off at construction cannot be switched on later).
     """
 
     def __init__(self, path: Optional[os.PathLike] = None, *, fuel: Optional[int] = DEFAULT_FUEL,
@@ -381,7 +383,7 @@ class Backstop:
         store, funcs = self._instantiate()
         for name, f in funcs.items():
             ft = f.type(store)
-            self._types[name] = ([_schema(t) for _, t in ft.params], _schema(ft.result) if ft.result else None)
+            self._types[name] = ([(_schema(t), n) for n, t in ft.params], _schema(ft.result) if ft.result else None)
         self._live = (store, funcs)
 
     def _instantiate(self) -> Tuple[Store, Dict[str, Any]]:
@@ -390,6 +392,7 @@ class Backstop:
             store.set_limits(memory_size=self.memory_bytes)
         if self.fuel is not None:
             store.set_fuel(self.fuel)
+        self._memory_in_store = self.memory_bytes
         instance = self._linker.instantiate(store, self._component)
         ix = instance.get_export_index(store, ENGINE_INTERFACE)
         if ix is None:
@@ -404,9 +407,15 @@ class Backstop:
 
     def _call(self, name: str, *args: Any, defaults: Any = None) -> Any:
         params, result = self._types[name]
-        lowered = [_lower(node, a, "", defaults) for node, a in zip(params, args)]
+        # Paths in errors: a record's fields by their own names (as the Rust
+        # model's errors: `situation.step_failed.attempt`), other values by
+        # the parameter's name.
+        lowered = [_lower(node, a, "" if node[0] == "record" else pname, defaults)
+                   for (node, pname), a in zip(params, args)]
         with self._lock:
             if self._live is None:
+                self._live = self._instantiate()
+            if self._memory_in_store != self.memory_bytes:
                 self._live = self._instantiate()
             store, funcs = self._live
             if self.fuel is not None:
