@@ -1,0 +1,288 @@
+"""Reads one benchmark run (criterion's estimates, the Python and JavaScript
+timings, the component's size) and prints the table of ratios; writes it with
+the machine and the command to BENCHMARKS.md.
+
+Usage: python3 bench/report.py OUT_DIR BENCHMARKS.md
+"""
+
+import datetime
+import glob
+import json
+import os
+import subprocess
+import sys
+
+COMMAND = "scripts/bench"
+TARGETS = {
+    "component_64k": 1.5,  # component / native at 64 KiB, at most
+    "naive_16x": 10.0,  # naive / single-pass at 16x markers and 64 KiB, at least
+    "first_call": 5.0,  # fresh instance + first call / steady call, at most
+}
+
+
+def load_criterion(root):
+    """full_id -> {"median": ns, "mean": ns, "lo": ns, "hi": ns}"""
+    out = {}
+    for bench in glob.glob(os.path.join(root, "**", "new", "benchmark.json"), recursive=True):
+        with open(bench) as f:
+            full_id = json.load(f)["full_id"]
+        with open(os.path.join(os.path.dirname(bench), "estimates.json")) as f:
+            est = json.load(f)
+        out[full_id] = {
+            "median": est["median"]["point_estimate"],
+            "mean": est["mean"]["point_estimate"],
+            "lo": est["median"]["confidence_interval"]["lower_bound"],
+            "hi": est["median"]["confidence_interval"]["upper_bound"],
+        }
+    return out
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def fmt_time(ns):
+    if ns is None:
+        return "n/a"
+    if ns < 1e3:
+        return f"{ns:.0f} ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.3g} µs"
+    if ns < 1e9:
+        return f"{ns / 1e6:.3g} ms"
+    return f"{ns / 1e9:.3g} s"
+
+
+def fmt_ratio(x):
+    if x is None:
+        return "n/a"
+    return f"{x:.2f}x" if x < 10 else f"{x:.0f}x"
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    except Exception:
+        return "unknown"
+
+
+def machine():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "nproc": sh(["nproc"]),
+        "cpu": cpu,
+        "rustc": sh(["rustc", "--version"]),
+        "kernel": sh(["uname", "-sr"]),
+        "node": sh(["node", "--version"]),
+    }
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main():
+    out_dir, md_path = sys.argv[1], sys.argv[2]
+    est = load_criterion(os.path.join(out_dir, "criterion"))
+    meta = load_json(os.path.join(out_dir, "rust-meta.json")) or {}
+    py = load_json(os.path.join(out_dir, "python.json"))
+    js = load_json(os.path.join(out_dir, "js.json"))
+    skipped = {}
+    for name in ("python", "js"):
+        note = os.path.join(out_dir, f"{name}.skipped")
+        if os.path.exists(note):
+            with open(note) as f:
+                skipped[name] = f.read().strip()
+
+    def t(full_id):
+        e = est.get(full_id)
+        return e["median"] if e else None
+
+    sections = []
+    verdicts = []
+
+    # classify by evidence size
+    rows = []
+    for size in ["200B", "2KiB", "64KiB", "1MiB"]:
+        n, c, v = t(f"classify/native/{size}"), t(f"classify/component/{size}"), t(f"classify/naive/{size}")
+        rows.append([size, fmt_time(n), fmt_time(c), fmt_time(v), fmt_ratio(ratio(c, n)), fmt_ratio(ratio(v, n))])
+    nf, vf = t("classify/native-full/1MiB"), t("classify/naive-full/1MiB")
+    if nf is not None:
+        rows.append(["1MiB, whole text", fmt_time(nf), "–", fmt_time(vf), "–", fmt_ratio(ratio(vf, nf))])
+    sections.append(
+        "### classify, by evidence size\n\n"
+        f"Evidence: benign build/runner log lines that no marker matches, ending in a real 529 overload line, "
+        f"so every matcher reads all of it. The classifier reads the last `scan_bytes` = {meta.get('scan_bytes', 65536)} "
+        "bytes of each field (the default); the naive baseline gets the same bytes. The last row reads all of the "
+        "1 MiB (`scan_bytes` raised, naive over the whole text).\n\n"
+        + table(["evidence", "native", "component (Rust host)", "naive", "component / native", "naive / single-pass"], rows)
+    )
+    r64 = ratio(t("classify/component/64KiB"), t("classify/native/64KiB"))
+    verdicts.append(("component / native at 64 KiB", r64, f"<= {TARGETS['component_64k']}x", r64 is not None and r64 <= TARGETS["component_64k"]))
+
+    # marker count
+    rows = []
+    text_markers = meta.get("text_markers")
+    for factor in [1, 4, 16]:
+        s, v = t(f"markers/single-pass/{factor}x"), t(f"markers/naive/{factor}x")
+        count = f"{meta.get('markers', 0) * factor}" if meta.get("markers") else "?"
+        rows.append([f"{factor}x", count, fmt_time(s), fmt_time(v), fmt_ratio(ratio(v, s))])
+    s1, s16 = t("markers/single-pass/1x"), t("markers/single-pass/16x")
+    v1, v16 = t("markers/naive/1x"), t("markers/naive/16x")
+    sections.append(
+        "### classify, by number of markers (64 KiB of evidence)\n\n"
+        f"The real table ({meta.get('markers', '?')} markers, {text_markers or '?'} of them read from text) and "
+        "tables with synthetic marker lines appended up to 4x and 16x as many, built with `Tables::build`; "
+        "single-pass is the core's `classify_in` with that table, naive searches each of its text markers "
+        "separately.\n\n"
+        + table(["table", "markers", "single-pass", "naive", "naive / single-pass"], rows)
+        + f"\n\nGrowth from 1x to 16x markers: single-pass {fmt_ratio(ratio(s16, s1))}, naive {fmt_ratio(ratio(v16, v1))}."
+    )
+    r16 = ratio(v16, s16)
+    verdicts.append(("naive / single-pass at 16x markers, 64 KiB", r16, f">= {TARGETS['naive_16x']:.0f}x", r16 is not None and r16 >= TARGETS["naive_16x"]))
+
+    # next-action
+    rows = []
+    for case, what in [
+        ("transport-retry", "step_failed, second 529 (retry with backoff)"),
+        ("breaker-story", "work_failed with 7 events of history (manual-unblock story, last step)"),
+        ("resume", "run_stopped, usage limit with a unified-reset header (resume)"),
+    ]:
+        n, c = t(f"next-action/native/{case}"), t(f"next-action/component/{case}")
+        rows.append([case, what, fmt_time(n), fmt_time(c), fmt_ratio(ratio(c, n))])
+    sections.append(
+        "### next-action\n\nStates from the shared vectors.\n\n"
+        + table(["case", "state", "native", "component", "component / native"], rows)
+    )
+
+    # host start
+    steady = t("classify/component/2KiB")
+    first = t("start/fresh-instance-first-call")
+    inst = t("start/instantiate-pre")
+    first_only = None if first is None or inst is None else max(first - inst, 0)
+    rows = [
+        ["compile the component (`Component::new`)", fmt_time(t("start/compile")), ""],
+        ["load the precompiled artifact (`Backstop::cached`, read + deserialize)", fmt_time(t("start/load-precompiled")), ""],
+        ["instantiate from the `InstancePre` (`fresh_instance`)", fmt_time(inst), fmt_ratio(ratio(inst, steady))],
+        ["fresh instance + first call (2 KiB classify)", fmt_time(first), fmt_ratio(ratio(first, steady))],
+        ["first call alone (the line above minus instantiation)", fmt_time(first_only), fmt_ratio(ratio(first_only, steady))],
+        ["steady call (2 KiB classify, reused instance)", fmt_time(steady), "1.00x"],
+        ["for scale: parse the marker lines + build the automaton, native", fmt_time(t("start/native-tables-build")), fmt_ratio(ratio(t("start/native-tables-build"), steady))],
+    ]
+    sections.append(
+        "### host start (Rust host, wasmtime " + str(meta.get("wasmtime", "?")) + ")\n\n"
+        + table(["step", "time", "/ steady call"], rows)
+    )
+    rf = ratio(first, steady)
+    verdicts.append(("fresh instance + first call / steady call", rf, f"<= {TARGETS['first_call']:.0f}x", rf is not None and rf <= TARGETS["first_call"]))
+
+    # hosts
+    native2k = t("classify/native/2KiB")
+    rows = [
+        ["Rust, native core", "", fmt_time(native2k), "1.00x"],
+        ["Rust host, component", f"wasmtime {meta.get('wasmtime', '?')}", fmt_time(steady), fmt_ratio(ratio(steady, native2k))],
+    ]
+    for name, data in [("python", py), ("js", js)]:
+        label = {"python": "Python, component", "js": "JavaScript, component"}[name]
+        if data:
+            rows.append([label, f"{data.get('runtime', '')}, {data.get('binding', '')}", fmt_time(data["call_2kib_ns"]), fmt_ratio(ratio(data["call_2kib_ns"], native2k))])
+        else:
+            rows.append([label, "not measured: " + skipped.get(name, "no result"), "n/a", "n/a"])
+    sections.append("### one 2 KiB classify call, by host\n\n" + table(["host", "runtime", "per call", "/ native"], rows))
+
+    # size
+    size_rows = [
+        ["component bytes", f"{meta.get('component_bytes', 'n/a'):,}" if meta.get("component_bytes") else "n/a"],
+        ["gzipped (best)", f"{meta.get('component_gzip_bytes', 'n/a'):,}" if meta.get("component_gzip_bytes") else "n/a"],
+        ["limit (host-test/tests/size.rs)", "1,048,576"],
+    ]
+    sections.append("### component size\n\n" + table(["", "bytes"], size_rows))
+
+    targets = table(
+        ["target", "measured", "goal", "met"],
+        [[name, fmt_ratio(val), goal, "yes" if ok else ("n/a" if val is None else "**no**")] for name, val, goal, ok in verdicts],
+    )
+
+    m = machine()
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    machine_md = table(
+        ["", ""],
+        [
+            ["cores (`nproc`)", m["nproc"]],
+            ["CPU (`/proc/cpuinfo`)", m["cpu"]],
+            ["rustc", m["rustc"]],
+            ["kernel", m["kernel"]],
+            ["Python", (py or {}).get("runtime", "n/a")],
+            ["Node", (js or {}).get("runtime", m["node"])],
+            ["run", when],
+        ],
+    )
+
+    print("\n== targets\n" + targets)
+    for s in sections:
+        print("\n" + s)
+
+    doc = f"""# Benchmarks
+
+What a decision costs, side by side, from one run of one command:
+
+```sh
+{COMMAND}
+```
+
+It runs the criterion benchmarks (`host-test/benches/backstop.rs`), then the
+Python (`bench/python_call.py`) and JavaScript (`bench/js_call.mjs`) timings on
+the same 2 KiB evidence, then `bench/report.py`, which prints this table of
+ratios and writes this file. Absolute times on a shared machine are noise;
+the ratios, measured in the same run, are the result. Times are criterion's
+median per call (10 samples, short measurement windows so the whole run takes a
+few minutes); Python and JavaScript times are the median of 9 batches.
+
+"Native" is the core called in-process from Rust; "component" is the same
+core compiled to `wasm32-unknown-unknown` (profile `component`: opt-level s,
+LTO) and called through the wasmtime host `backstop_host::Backstop`, with the
+per-call fuel and memory limits on as shipped, including the conversion of the
+Rust types to and from the component's.
+
+## Targets
+
+{targets}
+
+## Figures
+
+""" + "\n\n".join(sections) + f"""
+
+## Machine
+
+{machine_md}
+
+Figures from earlier prototypes on a similar 2-core machine are in
+`../shared/reference/peers.md` (section C4).
+"""
+    with open(md_path, "w") as f:
+        f.write(doc)
+    print(f"\nwrote {md_path}")
+
+
+if __name__ == "__main__":
+    main()
