@@ -21,7 +21,7 @@ fn main() {
 
     // Rebuild when the guest sources / WIT change (directories are scanned
     // recursively by cargo for mtime changes).
-    for p in ["src", "wit", "Cargo.toml", "Cargo.lock"] {
+    for p in ["src", "wit", "markers", "Cargo.toml", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", workspace.join(p).display());
     }
     println!("cargo:rerun-if-changed=build.rs");

@@ -147,6 +147,8 @@ pub fn human(ns: u64) -> String {
         format!("{}min", ns / MIN)
     } else if ns % SEC == 0 {
         format!("{}s", ns / SEC)
+    } else if ns >= SEC {
+        format!("{}.{:03}s", ns / SEC, (ns % SEC) / NANOS_PER_MILLI)
     } else if ns % NANOS_PER_MILLI == 0 {
         format!("{}ms", ns / NANOS_PER_MILLI)
     } else {
@@ -293,7 +295,9 @@ mod tests {
     fn human_durations() {
         assert_eq!(human(300 * SEC), "5min");
         assert_eq!(human(10 * SEC), "10s");
-        assert_eq!(human(1_500 * NANOS_PER_MILLI), "1500ms");
+        assert_eq!(human(1_500 * NANOS_PER_MILLI), "1.500s");
+        assert_eq!(human(7_336_847_483), "7.336s");
+        assert_eq!(human(250 * NANOS_PER_MILLI), "250ms");
         assert_eq!(human(2 * HOUR), "2h");
     }
 }

@@ -1,0 +1,303 @@
+//! `backstop`: the command line of the Backstop component.
+//!
+//! Every command runs the WebAssembly component through the wasmtime host (an
+//! empty linker: no capabilities). Output is JSON on stdout; bad input exits 2
+//! with a message naming the problem; a limit hit inside the component exits 3.
+
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use backstop::model as m;
+use backstop_host::{default_cache_dir, Backstop, HostError, Limits};
+use clap::{Parser, Subcommand};
+
+/// Input files and lines larger than this are refused.
+const MAX_INPUT: u64 = 64 << 20;
+
+#[derive(Parser)]
+#[command(name = "backstop", version, about = "Classify agent-pipeline failures and decide the next action, through the Backstop WebAssembly component")]
+struct Cli {
+    /// Most linear memory the component may use, in MiB.
+    #[arg(long, global = true, default_value_t = 256)]
+    memory_mib: usize,
+    /// Fuel (about one unit per wasm instruction) one call may burn.
+    #[arg(long, global = true, default_value_t = 10_000_000_000)]
+    fuel: u64,
+    /// Do not read or write the precompiled-component cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Classify failure evidence: raw text from FILE (or stdin), printed as JSON.
+    Classify {
+        /// The file to read; `-` or nothing reads stdin.
+        file: Option<PathBuf>,
+        /// Read one JSON evidence object per line (at least {"text": ..., "exit_code": ...});
+        /// print one classification per line, in order.
+        #[arg(long)]
+        jsonl: bool,
+    },
+    /// Decide the next action for a state (JSON) from FILE (or stdin).
+    NextAction {
+        /// The state file; `-` or nothing reads stdin.
+        file: Option<PathBuf>,
+        /// Print the greppable marker line `backstop.failure_class {json}` instead of the decision.
+        #[arg(long)]
+        marker: bool,
+    },
+    /// Print the failure signature of the detail in FILE (or stdin).
+    Signature {
+        /// The file to read; `-` or nothing reads stdin.
+        file: Option<PathBuf>,
+        /// The failing check's name, which leads the signature.
+        #[arg(long)]
+        check: Option<String>,
+    },
+    /// Replay the seed incident (a 529 hours into a run) and a run that ends terminal.
+    Demo,
+    /// Print the package version, record schema version and marker-table digest.
+    Info,
+    /// Print the default configuration as JSON.
+    DefaultConfig,
+}
+
+/// A failure of the command: exit code and message.
+struct Fail(u8, String);
+
+impl From<HostError> for Fail {
+    fn from(e: HostError) -> Fail {
+        match e {
+            HostError::MemoryLimit { .. } | HostError::FuelLimit { .. } => Fail(3, e.to_string()),
+            _ => Fail(1, e.to_string()),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail(code, msg)) => {
+            eprintln!("backstop: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn load(cli: &Cli) -> Result<Backstop, Fail> {
+    let limits = Limits { memory_bytes: cli.memory_mib.saturating_mul(1 << 20), fuel: cli.fuel };
+    if !cli.no_cache {
+        if let Some(dir) = default_cache_dir() {
+            return Ok(Backstop::cached(&dir, limits)?.0);
+        }
+    }
+    Ok(Backstop::from_bytes(backstop_host::COMPONENT, limits)?)
+}
+
+fn read_input(file: Option<&Path>) -> Result<Vec<u8>, Fail> {
+    let mut buf = Vec::new();
+    match file {
+        None => read_bounded(std::io::stdin().lock(), &mut buf, "stdin")?,
+        Some(p) if p == Path::new("-") => read_bounded(std::io::stdin().lock(), &mut buf, "stdin")?,
+        Some(p) => {
+            let f = std::fs::File::open(p).map_err(|e| Fail(2, format!("cannot read {}: {e}", p.display())))?;
+            read_bounded(f, &mut buf, &p.display().to_string())?
+        }
+    }
+    Ok(buf)
+}
+
+fn read_bounded(r: impl Read, buf: &mut Vec<u8>, name: &str) -> Result<(), Fail> {
+    r.take(MAX_INPUT + 1)
+        .read_to_end(buf)
+        .map_err(|e| Fail(2, format!("cannot read {name}: {e}")))?;
+    if buf.len() as u64 > MAX_INPUT {
+        return Err(Fail(2, format!("{name} is larger than {} MiB", MAX_INPUT >> 20)));
+    }
+    Ok(())
+}
+
+/// Text for classification: invalid UTF-8 bytes become U+FFFD (documented).
+fn text_of(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn json_of<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, Fail> {
+    let text = std::str::from_utf8(bytes).map_err(|e| Fail(2, format!("{what} is not UTF-8: {e}")))?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    // serde_json refuses nesting deeper than 128 levels with an error, not a crash.
+    let v = T::deserialize(&mut de).map_err(|e| Fail(2, format!("{what}: {e}")))?;
+    de.end().map_err(|e| Fail(2, format!("{what}: {e}")))?;
+    Ok(v)
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Fail> {
+    let s = serde_json::to_string(v).map_err(|e| Fail(1, e.to_string()))?;
+    writeln!(std::io::stdout().lock(), "{s}").map_err(|e| Fail(1, format!("writing stdout: {e}")))
+}
+
+/// One line of `classify --jsonl`: a full evidence object, where `evidence`
+/// is also accepted as the name of the text (as in labelled corpora).
+fn jsonl_evidence(line: &str) -> Result<m::Evidence, String> {
+    let mut v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let obj = v.as_object_mut().ok_or("expected a JSON object")?;
+    if !obj.contains_key("text") {
+        if let Some(t) = obj.remove("evidence") {
+            obj.insert("text".into(), t);
+        }
+    }
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+fn run(cli: Cli) -> Result<(), Fail> {
+    match &cli.command {
+        Command::Classify { file, jsonl: false } => {
+            let text = text_of(&read_input(file.as_deref())?);
+            let mut b = load(&cli)?;
+            print_json(&b.classify(&m::Evidence::from_text(text))?)
+        }
+        Command::Classify { file, jsonl: true } => classify_jsonl(&cli, file.as_deref()),
+        Command::NextAction { file, marker } => {
+            let state: m::State = json_of(&read_input(file.as_deref())?, "state")?;
+            let mut b = load(&cli)?;
+            match b.next_action(&state)? {
+                Ok(d) if *marker => {
+                    println!("{}", backstop::marker_line(&d));
+                    Ok(())
+                }
+                Ok(d) => print_json(&d),
+                Err(e) => Err(Fail(2, e.to_string())),
+            }
+        }
+        Command::Signature { file, check } => {
+            let text = text_of(&read_input(file.as_deref())?);
+            let mut b = load(&cli)?;
+            println!("{}", b.signature(&text, check.as_deref())?);
+            Ok(())
+        }
+        Command::Demo => demo(&mut load(&cli)?),
+        Command::Info => print_json(&load(&cli)?.info()?),
+        Command::DefaultConfig => print_json(&load(&cli)?.default_config()?),
+    }
+}
+
+fn classify_jsonl(cli: &Cli, file: Option<&Path>) -> Result<(), Fail> {
+    let reader: Box<dyn BufRead> = match file {
+        None => Box::new(std::io::stdin().lock()),
+        Some(p) if p == Path::new("-") => Box::new(std::io::stdin().lock()),
+        Some(p) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(p).map_err(|e| Fail(2, format!("cannot read {}: {e}", p.display())))?,
+        )),
+    };
+    let mut b = load(cli)?;
+    let mut bad = 0usize;
+    let mut first_bad = None;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    for (n, line) in reader.split(b'\n').enumerate() {
+        let line = line.map_err(|e| Fail(2, format!("reading line {}: {e}", n + 1)))?;
+        if line.len() as u64 > MAX_INPUT {
+            return Err(Fail(2, format!("line {} is larger than {} MiB", n + 1, MAX_INPUT >> 20)));
+        }
+        let line = text_of(&line);
+        if line.trim().is_empty() {
+            continue;
+        }
+        let result = match jsonl_evidence(&line) {
+            Ok(e) => serde_json::to_string(&b.classify(&e)?).map_err(|e| Fail(1, e.to_string()))?,
+            Err(e) => {
+                bad += 1;
+                first_bad.get_or_insert(format!("line {}: {e}", n + 1));
+                // Keep the output aligned with the input: one line per line.
+                serde_json::json!({ "error": format!("line {}: {e}", n + 1) }).to_string()
+            }
+        };
+        writeln!(out, "{result}").map_err(|e| Fail(1, format!("writing stdout: {e}")))?;
+    }
+    match first_bad {
+        None => Ok(()),
+        Some(first) => Err(Fail(2, format!("{bad} malformed line(s); first: {first}"))),
+    }
+}
+
+/// The seed incident and a terminal run, decision by decision.
+fn demo(b: &mut Backstop) -> Result<(), Fail> {
+    const SEC: u64 = 1_000_000_000;
+    let hours_in: u64 = 1_790_000_000_000 + 6 * 3_600_000; // six hours into the run, ms
+    let completed = ["workflow-prep", "workflow-worktree", "workflow-design", "workflow-tdd", "workflow-refactor-review"];
+    let steps = |failed: m::StepReport| -> Vec<m::StepReport> {
+        let mut v: Vec<m::StepReport> = completed
+            .iter()
+            .map(|id| m::StepReport { id: id.to_string(), status: "success".into(), ..Default::default() })
+            .collect();
+        v.push(failed);
+        v
+    };
+    let overloaded = m::StepReport {
+        id: "step-12-run-precommit".into(),
+        status: "error".into(),
+        error: Some("agent step failed: amplihack claude failed (exit 1)".into()),
+        stdout: Some("API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.\nIf it persists, check https://status.claude.com.".into()),
+        exit_code: Some(1),
+        ..Default::default()
+    };
+
+    println!("== Scenario 1: the seed incident. Five phases done, six hours in; step 12 says only `exit 1`, its stdout holds a 529.");
+    let mut waited = 0u64;
+    let mut now = hours_in;
+    for attempt in 1..=2u32 {
+        let state = m::State {
+            now,
+            entropy: 0x5eed_0000 + attempt as u64,
+            config: m::Config::default(),
+            situation: m::Situation::StepFailed(m::StepFailure { evidence: m::Evidence { steps: steps(overloaded.clone()), ..Default::default() }, attempt, waited }),
+        };
+        let d = b.next_action(&state)?.map_err(|e| Fail(1, e.to_string()))?;
+        println!("attempt {attempt} failed -> {} ({})", d.action.as_str(), d.reasoning);
+        println!("{}", backstop::marker_line(&d));
+        let delay = d.delay.unwrap_or(0);
+        waited += delay;
+        now += delay / 1_000_000;
+    }
+    println!("attempt 3 succeeded after {}s of backoff: the six-hour run goes on with its five completed phases.", waited / SEC);
+
+    println!();
+    println!("== Scenario 2: the retry meets a real failure. The 529 retries; then the tests fail, which no retry can fix.");
+    let state = m::State {
+        now: hours_in,
+        entropy: 7,
+        config: m::Config::default(),
+        situation: m::Situation::StepFailed(m::StepFailure { evidence: m::Evidence { steps: steps(overloaded.clone()), ..Default::default() }, attempt: 1, waited: 0 }),
+    };
+    let d = b.next_action(&state)?.map_err(|e| Fail(1, e.to_string()))?;
+    println!("attempt 1 failed -> {} ({})", d.action.as_str(), d.reasoning);
+    println!("{}", backstop::marker_line(&d));
+    let tests_failed = m::StepReport {
+        id: "step-12-run-precommit".into(),
+        status: "error".into(),
+        error: Some("agent step failed: amplihack claude failed (exit 1)".into()),
+        stdout: Some("running 4 tests\ntest result: FAILED. 3 passed; 1 failed".into()),
+        exit_code: Some(1),
+        ..Default::default()
+    };
+    let state = m::State {
+        now: hours_in + d.delay.unwrap_or(0) / 1_000_000,
+        entropy: 8,
+        config: m::Config::default(),
+        situation: m::Situation::StepFailed(m::StepFailure {
+            evidence: m::Evidence { steps: steps(tests_failed), ..Default::default() },
+            attempt: 2,
+            waited: d.delay.unwrap_or(0),
+        }),
+    };
+    let d = b.next_action(&state)?.map_err(|e| Fail(1, e.to_string()))?;
+    println!("attempt 2 failed -> {} ({})", d.action.as_str(), d.reasoning);
+    println!("{}", backstop::marker_line(&d));
+    println!("The run stops loudly with the class and the completed phases; whether the work should go on is the host's judgement.");
+    Ok(())
+}
