@@ -373,7 +373,9 @@ mod tests {
         let d = decide(NOW, 1, &c, &with_headers(text, 1, 0, &[("x-should-retry", "true")])).unwrap();
         assert_eq!(d.action, Action::Retry, "{}", d.reasoning);
         let d = decide(NOW, 1, &c, &with_headers(text, 1, 0, &[])).unwrap();
-        assert_eq!(d.action, Action::Terminal);
+        assert_eq!(d.action, Action::Retry, "server-side limiting is transient without the header too");
+        let d = decide(NOW, 1, &c, &with_headers("You've hit your session limit", 1, 0, &[("x-should-retry", "true")])).unwrap();
+        assert_eq!(d.action, Action::Retry, "{}", d.reasoning);
         let mut s = with_headers("unauthorized", 1, 0, &[("x-should-retry", "true")]);
         s.evidence.http_status = Some(401);
         let d = decide(NOW, 1, &c, &s).unwrap();
