@@ -258,6 +258,7 @@ fn host_start(c: &mut Criterion) {
     });
     // What the first classify call pays for inside the guest, measured natively:
     // parsing the marker lines and building the automaton (`markers::tables()`).
+    g.bench_function("native-markers-parse", |b| b.iter(|| markers::parse(black_box(MARKERS_JSONL)).expect("parse")));
     g.bench_function("native-tables-build", |b| {
         b.iter(|| Tables::build(markers::parse(black_box(MARKERS_JSONL)).expect("parse"), MARKERS_JSONL))
     });
