@@ -7,9 +7,11 @@
 //!    text. Each field is scanned separately, from its last `scan-bytes` bytes;
 //!    a marker found inside a longer marker's match is dropped (the longer one
 //!    reads the same words more specifically, see `markers::Tables::scan`).
-//! 2. Structured facts: the error type and code; the HTTP status only when no
-//!    type or code is known to the tables (a 429 covers both a rate limit and a
-//!    spent quota; the code tells them apart).
+//! 2. Structured facts: the error type and code; a retryable HTTP status only
+//!    when no type or code is known to the tables (a 429 covers both a rate
+//!    limit and a spent quota; the code tells them apart). A status that is
+//!    never retried (401, 403, 413) always counts, so a transient code beside
+//!    it cannot make it a retry.
 //! 3. The strongest class wins: work > environmental > usage-limit >
 //!    transient-transport. Within a class a structured fact is reported before
 //!    a marker, and among markers the earliest, then the longest.
@@ -183,10 +185,14 @@ pub fn classify_in(t: &Tables, evidence: &Evidence, opts: &Options) -> Classific
             }
         }
     }
-    if !code_known {
-        if let Some(status) = evidence.http_status {
-            if let Some(i) = t.lookup(MarkerMatch::Http, &status.to_string()) {
-                let m = &t.markers[i];
+    if let Some(status) = evidence.http_status {
+        if let Some(i) = t.lookup(MarkerMatch::Http, &status.to_string()) {
+            let m = &t.markers[i];
+            // A known code refines a retryable status (a 429 is a rate limit or
+            // a spent quota), but a status that is never retried (401, 403,
+            // 413) stays a candidate: a transient code beside it must not make
+            // it a retry.
+            if !code_known || m.class != FailureClass::TransientTransport {
                 candidates.push(Candidate {
                     class: m.class,
                     signal: format!("http {status}"),
