@@ -95,6 +95,14 @@ def machine():
     }
 
 
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -234,6 +242,25 @@ def main():
         [[name, fmt_ratio(val), goal, "yes" if ok else ("n/a" if val is None else "**no**")] for name, val, goal, ok in verdicts],
     )
 
+    # The prototype figures of ../shared/reference/peers.md C4 (same kind of machine, earlier run).
+    peers = table(
+        ["measure", "this run", "C4 prototype"],
+        [
+            ["`Component::new`", fmt_time(t("start/compile")), "265–292 ms"],
+            ["load precompiled (deserialize bytes)", fmt_time(t("start/load-precompiled")), "1.2–4 ms"],
+            ["fresh store + instantiate from `InstancePre`", fmt_time(inst), "14–18 µs"],
+            ["first call on a fresh instance", fmt_time(first), "1.1–2.1 ms"],
+            ["64 KiB call, component", fmt_time(t("classify/component/64KiB")), "185–199 µs"],
+            ["64 KiB call, component / native", fmt_ratio(r64), "1.5–1.6x (native `regex`: 121 µs)"],
+            ["Python call", fmt_time((py or {}).get("call_2kib_ns")) + " (2 KiB)", "31.9 µs (100 B)"],
+            ["JavaScript call", fmt_time((js or {}).get("call_2kib_ns")) + " (2 KiB)", "5.1 µs (100 B)"],
+            ["component bytes (gzipped)", f"{meta.get('component_bytes', 0):,} ({meta.get('component_gzip_bytes', 0):,})", "708,733 (253,006)"],
+        ],
+    )
+    sections.append("### beside the prototype figures in peers.md C4\n\n"
+        "The C4 figures are from a prototype classifier (one `RegexSet`, opt-level s) measured in an "
+        "earlier run on a 2-core machine; only the orders of magnitude compare.\n\n" + peers)
+
     m = machine()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     machine_md = table(
@@ -245,6 +272,7 @@ def main():
             ["kernel", m["kernel"]],
             ["Python", (py or {}).get("runtime", "n/a")],
             ["Node", (js or {}).get("runtime", m["node"])],
+            ["load average when the report was written (`/proc/loadavg`)", loadavg()],
             ["run", when],
         ],
     )
@@ -286,9 +314,6 @@ Rust types to and from the component's.
 ## Machine
 
 {machine_md}
-
-Figures from earlier prototypes on a similar 2-core machine are in
-`../shared/reference/peers.md` (section C4).
 """
     with open(md_path, "w") as f:
         f.write(doc)
