@@ -102,6 +102,7 @@ struct Candidate {
     /// The part and line the signal was found in (markers only).
     line: Option<String>,
     weak: bool,
+    generic: bool,
     /// Sort key within a class: structured facts first, then position, then length.
     rank: (u8, usize, usize, std::cmp::Reverse<usize>),
 }
@@ -161,6 +162,7 @@ pub fn classify_in(t: &Tables, evidence: &Evidence, opts: &Options) -> Classific
                 source: SignalSource::Marker,
                 line: Some(line_at(part, h.start)),
                 weak: m.weak,
+                generic: m.generic,
                 rank: (2, offset + h.start, 0, std::cmp::Reverse(m.marker.len())),
             });
         }
@@ -180,6 +182,7 @@ pub fn classify_in(t: &Tables, evidence: &Evidence, opts: &Options) -> Classific
                     source: SignalSource::ErrorCode,
                     line: None,
                     weak: m.weak,
+                generic: m.generic,
                     rank: (0, 0, 0, std::cmp::Reverse(0)),
                 });
             }
@@ -199,6 +202,7 @@ pub fn classify_in(t: &Tables, evidence: &Evidence, opts: &Options) -> Classific
                     source: SignalSource::HttpStatus,
                     line: None,
                     weak: m.weak,
+                generic: m.generic,
                     rank: (1, 0, 0, std::cmp::Reverse(0)),
                 });
             }
@@ -207,7 +211,19 @@ pub fn classify_in(t: &Tables, evidence: &Evidence, opts: &Options) -> Classific
 
     let strong: Vec<&Candidate> = candidates.iter().filter(|c| !c.weak).collect();
     let pool: Vec<&Candidate> = if strong.is_empty() { candidates.iter().collect() } else { strong };
-    let best = pool.iter().min_by_key(|c| (c.class.precedence(), c.rank)).map(|c| (*c).clone());
+    let key = |c: &&&Candidate| (c.class.precedence(), c.rank);
+    let specific = pool.iter().filter(|c| !c.generic).min_by_key(key);
+    let generic = pool.iter().filter(|c| c.generic).min_by_key(key);
+    // A generic stop marker never overrules a specific work or environmental
+    // stop, but outranks a retry and a usage-limit wait (which a server hint
+    // could turn into a retry).
+    let overrulable = |c: FailureClass| c.precedence() > FailureClass::Environmental.precedence();
+    let best = match (specific, generic) {
+        (Some(s), Some(g)) if overrulable(s.class) && g.class.precedence() < s.class.precedence() => Some(g),
+        (Some(s), _) => Some(s),
+        (None, g) => g,
+    }
+    .map(|c| (*c).clone());
 
     let best = best.or_else(|| exit_or_signal(t, &exit_codes, &signals, opts));
 
@@ -271,6 +287,7 @@ fn exit_or_signal(t: &Tables, exit_codes: &[i32], signals: &[String], opts: &Opt
                 source: SignalSource::ExitCode,
                 line: None,
                 weak: false,
+                generic: false,
                 rank: (3, 0, 0, std::cmp::Reverse(0)),
             });
         }
@@ -283,6 +300,7 @@ fn exit_or_signal(t: &Tables, exit_codes: &[i32], signals: &[String], opts: &Opt
                 source: SignalSource::ExitCode,
                 line: None,
                 weak: false,
+                generic: false,
                 rank: (3, 0, 0, std::cmp::Reverse(0)),
             });
         }
@@ -293,6 +311,7 @@ fn exit_or_signal(t: &Tables, exit_codes: &[i32], signals: &[String], opts: &Opt
                 source: SignalSource::Signal,
                 line: None,
                 weak: false,
+                generic: false,
                 rank: (3, 0, 0, std::cmp::Reverse(0)),
             });
         }

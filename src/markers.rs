@@ -25,6 +25,12 @@
 //! so the scan stays one pass and the check costs at most the marker's length.
 //!
 //! A `weak` marker decides only when no other marker or fact does.
+//!
+//! A `generic` marker names a whole family of stops (`api error: 400` is any
+//! malformed request): it never decides against a specific work or
+//! environmental marker, and never gives the signal where a specific marker of
+//! its own class is present, but it always outranks a retry and a usage-limit
+//! wait: beside a transient or usage-limit marker, the answer is its class.
 
 use std::sync::OnceLock;
 
@@ -58,6 +64,8 @@ pub struct Marker {
     pub source: String,
     #[serde(default)]
     pub weak: bool,
+    #[serde(default)]
+    pub generic: bool,
 }
 
 /// Whether a match kind is read from the text.
