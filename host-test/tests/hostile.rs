@@ -508,3 +508,18 @@ fn sixteen_mib_through_the_cli_is_classified_by_its_tail() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("memory limit"), "{}", stderr(&o));
 }
+
+#[test]
+fn fifty_thousand_steps_and_headers_are_read_up_to_their_bounds() {
+    let steps: Vec<m::StepReport> = (0..50_000)
+        .map(|i| m::StepReport { id: format!("step-{i}"), status: "error".into(), stderr: Some("read ECONNRESET".into()), ..Default::default() })
+        .collect();
+    let headers = vec![m::Header { name: "retry-after".into(), value: "1".into() }; 50_000];
+    let e = m::Evidence { steps, headers, ..Default::default() };
+    let s = state(m::Config::default(), m::Situation::StepFailed(m::StepFailure { evidence: e.clone(), attempt: 1, waited: 0 }));
+    let d = with_limits(Limits::default(), |b| b.next_action(&s)).expect("no trap").expect("a decision");
+    assert_eq!(d.action, m::Action::Retry, "{}", d.reasoning);
+    assert_eq!(d.failed_steps.len(), backstop::classify::MAX_STEPS, "only the first steps are read");
+    assert_eq!(d.delay, Some(1_000_000_000), "the first retry-after decides");
+    assert_eq!(d, backstop::next_action(&s).unwrap());
+}
