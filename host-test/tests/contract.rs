@@ -68,6 +68,8 @@ fn all_vectors_pass_through_the_component_and_agree_with_native() {
         wasm
     });
     println!("component (wasmtime host): {count} vectors");
+    // scripts/test compares this count with the Python and JavaScript hosts'.
+    let _ = std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("vector-count-rust"), count.to_string());
     assert!(count > 0);
     assert!(failures.is_empty(), "{} of {count} vectors failed:\n{}", failures.len(), failures.join("\n"));
     assert!(disagreements.is_empty(), "component and native disagree:\n{}", disagreements.join("\n"));
