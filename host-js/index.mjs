@@ -129,7 +129,7 @@ const historyEvent = rec('history-event', [
 const workFailure = rec('work-failure', [['breaker', str], ['actor', str], ['history', list(historyEvent)]]);
 const taskFailure = rec('task-failure', [['failures', list(u64)]]);
 const cycleEntry = rec('cycle-entry', [['name', str], ['count', u32]]);
-const quotaReading = rec('quota-reading', [['window', str], ['percent', opt(f64)]]);
+const quotaReading = rec('quota-reading', [['window', str], ['percent', opt(f64)], ['resets-at', opt(u64)]]);
 const runStop = rec('run-stop', [
   ['code', str], ['resumes-done', u32], ['budget-cap', opt(str)], ['budget-tripped-at', opt(u64)],
   ['budget-in-effect', opt(u64)], ['quota', list(quotaReading)], ['evidence', opt(evidence)],

@@ -347,6 +347,8 @@ pub struct CycleEntry {
 pub struct QuotaReading {
     pub window: String,
     pub percent: Option<f64>,
+    #[serde(deserialize_with = "de_opt_u64")]
+    pub resets_at: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -47,8 +47,9 @@
 //! 8. The quota cap: any known reading at or above `quota_cap_percent` stops
 //!    (`terminal`), naming every window and value; the run stays resumable for
 //!    later. Unknown readings never block. Readings are as of `now`: a usage
-//!    limit's own window is still full, so a host scheduling on a reset passes
-//!    only the readings the reset does not clear.
+//!    limit's own window is still full, so a reading that carries `resets_at`
+//!    at or before the resume instant does not block (the window is empty
+//!    again when the run resumes).
 
 use crate::backoff;
 use crate::classify::{classify_with, head, Options};
@@ -348,9 +349,13 @@ fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code
         }
     };
 
-    // 8. The quota cap.
+    // 8. The quota cap. A full window that resets by the time of the resume
+    // does not block it.
     let cap_pct = rc.quota_cap_percent as f64;
-    let over: Vec<&QuotaReading> = r.quota.iter().filter(|q| q.percent.is_some_and(|p| p >= cap_pct)).collect();
+    let resume_at = later(now, delay);
+    let cleared = |q: &QuotaReading| q.resets_at.is_some_and(|t| t <= resume_at);
+    let over: Vec<&QuotaReading> =
+        r.quota.iter().filter(|q| q.percent.is_some_and(|p| p >= cap_pct) && !cleared(q)).collect();
     if !over.is_empty() {
         let windows: Vec<String> = over.iter().map(|q| format!("{}={}%", q.window.trim(), q.percent.unwrap_or(0.0))).collect();
         let mut d = fact(
@@ -365,7 +370,20 @@ fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code
         d.server_hint = server_hint;
         return d;
     }
-    let quota_note = if r.quota.is_empty() {
+    let resetting: Vec<String> = r
+        .quota
+        .iter()
+        .filter(|q| q.percent.is_some_and(|p| p >= cap_pct) && cleared(q))
+        .map(|q| format!("{} resets at {}", q.window.trim(), reset::format_utc(q.resets_at.unwrap_or(0))))
+        .collect();
+    let quota_note = if !resetting.is_empty() {
+        format!(
+            "; quota at or over the {}% cap only in windows that reset before the resume ({}; readings: {})",
+            rc.quota_cap_percent,
+            resetting.join(", "),
+            readings(r)
+        )
+    } else if r.quota.is_empty() {
         String::new()
     } else if r.quota.iter().any(|q| q.percent.is_none()) {
         format!("; quota under the {}% cap where known ({}; an unknown reading never blocks: the count bounds the loop)", rc.quota_cap_percent, readings(r))
@@ -385,7 +403,7 @@ fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code
         d.reset_hint = reset_hint.take();
     }
     d.delay = Some(delay);
-    d.resume_at = Some(later(now, delay));
+    d.resume_at = Some(resume_at);
     d.server_hint = server_hint;
     d.run_auto_resumed = Some(RunAutoResumed {
         attempt,
@@ -466,7 +484,7 @@ mod tests {
         assert!(matches!(e, PolicyError::InvalidInput(f) if f.field == "situation.run_stopped.code"));
         for p in [f64::NAN, f64::INFINITY, -1.0] {
             let mut r = run("TIMEOUT", 0);
-            r.quota = vec![QuotaReading { window: "5h".into(), percent: Some(p) }];
+            r.quota = vec![QuotaReading { window: "5h".into(), percent: Some(p), resets_at: None }];
             let e = decide(NOW, 1, &on(5), &r).unwrap_err();
             assert!(matches!(e, PolicyError::InvalidInput(f) if f.field == "situation.run_stopped.quota[0].percent"));
         }
@@ -505,9 +523,29 @@ mod tests {
     }
 
     #[test]
+    fn a_full_window_that_resets_before_the_resume_does_not_block() {
+        // A usage limit with a known reset in one hour; the 5h window is full
+        // now and resets then; the 7d window is under the cap.
+        let reset_ms = NOW + 3_600_000;
+        let mut r = run("USAGE_LIMIT_REACHED", 0);
+        r.evidence = Some(Evidence::from_text(format!("Claude AI usage limit reached|{}", reset_ms / 1000)));
+        let full = |resets_at| QuotaReading { window: "5h".into(), percent: Some(100.0), resets_at };
+        r.quota = vec![full(Some(reset_ms)), QuotaReading { window: "7d".into(), percent: Some(40.0), resets_at: None }];
+        let d = decide(NOW, 1, &on(3), &r).unwrap();
+        assert_eq!(d.action, Action::Resume, "{}", d.reasoning);
+        assert!(d.resume_at.unwrap() >= reset_ms);
+        assert!(d.reasoning.contains("5h resets at"), "{}", d.reasoning);
+        // Without the reset instant, or with one after the resume, it blocks.
+        r.quota[0] = full(None);
+        assert_eq!(decide(NOW, 1, &on(3), &r).unwrap().action, Action::Terminal);
+        r.quota[0] = full(Some(reset_ms + 86_400_000));
+        assert_eq!(decide(NOW, 1, &on(3), &r).unwrap().action, Action::Terminal);
+    }
+
+    #[test]
     fn quota_cap_blocks_at_85_not_84_and_unknown_never() {
         let mut r = run("RATE_LIMITED", 0);
-        r.quota = vec![QuotaReading { window: "5h".into(), percent: Some(84.0) }, QuotaReading { window: "7d".into(), percent: None }];
+        r.quota = vec![QuotaReading { window: "5h".into(), percent: Some(84.0), resets_at: None }, QuotaReading { window: "7d".into(), percent: None, resets_at: None }];
         let d = decide(NOW, 1, &on(5), &r).unwrap();
         assert_eq!(d.action, Action::Resume);
         assert!(d.reasoning.contains("unknown reading never blocks"), "{}", d.reasoning);

@@ -91,7 +91,7 @@ record!(HistoryEvent { at, kind, breaker, actor, detail, check, diagnosis });
 record!(WorkFailure { breaker, actor, history });
 record!(TaskFailure { failures });
 record!(CycleEntry { name, count });
-record!(QuotaReading { window, percent });
+record!(QuotaReading { window, percent, resets_at });
 record!(RunStop { code, resumes_done, budget_cap, budget_tripped_at, budget_in_effect, quota, evidence });
 variant!(Situation { StepFailed, WorkFailed, TaskFailed, CycleEntered, RunStopped });
 record!(State { now, entropy, config, situation });

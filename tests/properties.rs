@@ -472,7 +472,7 @@ fn run_stop() -> impl Strategy<Value = RunStop> {
             budget_cap: cap.map(str::to_string),
             budget_tripped_at: tripped,
             budget_in_effect: effect,
-            quota: quota.into_iter().map(|(w, p)| QuotaReading { window: w.into(), percent: p }).collect(),
+            quota: quota.into_iter().map(|(w, p)| QuotaReading { window: w.into(), percent: p, resets_at: None }).collect(),
             evidence,
         })
 }

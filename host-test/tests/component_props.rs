@@ -142,7 +142,7 @@ fn situation() -> impl Strategy<Value = m::Situation> {
                 budget_cap: None,
                 budget_tripped_at: tripped,
                 budget_in_effect: effect,
-                quota: quota.into_iter().map(|p| m::QuotaReading { window: "5h".into(), percent: p.map(f64::from) }).collect(),
+                quota: quota.into_iter().map(|p| m::QuotaReading { window: "5h".into(), percent: p.map(f64::from), resets_at: None }).collect(),
                 evidence,
             })),
     ]
