@@ -1,34 +1,17 @@
 //! The `backstop` command line, run as a user would.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::process::Output;
 
 use serde_json::Value;
-
-fn backstop(args: &[&str], stdin: &[u8]) -> Output {
-    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_backstop"))
-        .args(args)
-        .env("BACKSTOP_CACHE_DIR", &cache)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("backstop runs");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
+use support::{cli as backstop, file as tmp};
 
 fn json_out(o: &Output) -> Value {
     assert!(o.status.success(), "exit {:?}: {}", o.status, String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
 }
 
-fn tmp(name: &str, content: &[u8]) -> std::path::PathBuf {
-    let p = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    std::fs::write(&p, content).unwrap();
-    p
-}
 
 const SEED_STEP: &str = "agent step failed: amplihack claude failed (exit 1)\nAPI Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.\nIf it persists, check https://status.claude.com.\n";
 

@@ -3,10 +3,12 @@
 //! none panics, traps or hangs. Memory is bounded by the host's limiter (the
 //! default 256 MiB, tighter where a test says so). No timings are asserted.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::process::Output;
 use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use support::{cli, file};
 
 use backstop::model as m;
 use backstop_host::{Backstop, HostError, Limits};
@@ -344,26 +346,7 @@ fn the_bounds_table_covers_every_config_field() {
 
 // ---------------------------------------------------------------- the CLI
 
-fn cli(args: &[&str], stdin: &[u8]) -> Output {
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostile-cli-cache");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_backstop"))
-        .args(args)
-        .env("BACKSTOP_CACHE_DIR", &cache)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("backstop runs");
-    // The CLI may refuse before reading all of stdin: a broken pipe is fine.
-    let _ = child.stdin.take().unwrap().write_all(stdin);
-    child.wait_with_output().unwrap()
-}
 
-fn file(name: &str, content: &[u8]) -> PathBuf {
-    let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    std::fs::write(&p, content).unwrap();
-    p
-}
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

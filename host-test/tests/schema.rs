@@ -4,10 +4,10 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod support;
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+
+use support::cli as backstop_cli;
 
 use backstop::model as m;
 use serde_json::{json, Value};
@@ -172,19 +172,6 @@ fn schema_version_moves_only_with_a_documented_migration() {
 
 // ---------------------------------------------------------------- the CLI
 
-fn backstop_cli(args: &[&str], stdin: &[u8]) -> Output {
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("schema-cli-cache");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_backstop"))
-        .args(args)
-        .env("BACKSTOP_CACHE_DIR", &cache)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("backstop runs");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
 
 #[test]
 fn cli_next_action_output_and_marker_lines_match_the_schema() {
