@@ -58,7 +58,7 @@ enum Command {
         #[arg(long)]
         check: Option<String>,
     },
-    /// Replay the seed incident (a 529 hours into a run) and a run that ends terminal.
+    /// Replay the seed incidents: a 529 hours into a run, a retry that meets a test failure, the 84-failure task loop, a usage-limit stop.
     Demo,
     /// Print the package version, record schema version and marker-table digest.
     Info,
@@ -225,41 +225,45 @@ fn classify_jsonl(cli: &Cli, file: Option<&Path>) -> Result<(), Fail> {
     }
 }
 
-/// The seed incident and a terminal run, decision by decision.
+/// Asks the component and prints the decision and its marker line.
+fn ask(b: &mut Backstop, label: &str, now: u64, entropy: u64, config: &m::Config, situation: m::Situation) -> Result<m::Decision, Fail> {
+    let state = m::State { now, entropy, config: config.clone(), situation };
+    let d = b.next_action(&state)?.map_err(|e| Fail(1, e.to_string()))?;
+    println!("{label} -> {} ({})", d.action.as_str(), d.reasoning);
+    println!("{}", backstop::marker_line(&d));
+    Ok(d)
+}
+
+/// The seed incidents, decision by decision: the 529 hours into a run, a
+/// retry that meets a real failure, the 84-failure task loop, and a run
+/// stopped on a usage limit.
 fn demo(b: &mut Backstop) -> Result<(), Fail> {
     const SEC: u64 = 1_000_000_000;
+    const MIN_MS: u64 = 60_000;
     let hours_in: u64 = 1_790_000_000_000 + 6 * 3_600_000; // six hours into the run, ms
+    let defaults = m::Config::default();
     let completed = ["workflow-prep", "workflow-worktree", "workflow-design", "workflow-tdd", "workflow-refactor-review"];
-    let steps = |failed: m::StepReport| -> Vec<m::StepReport> {
-        let mut v: Vec<m::StepReport> = completed
+    let step_failed = |stdout: &str, attempt: u32, waited: u64| -> m::Situation {
+        let mut steps: Vec<m::StepReport> = completed
             .iter()
             .map(|id| m::StepReport { id: id.to_string(), status: "success".into(), ..Default::default() })
             .collect();
-        v.push(failed);
-        v
+        steps.push(m::StepReport {
+            id: "step-12-run-precommit".into(),
+            status: "error".into(),
+            error: Some("agent step failed: amplihack claude failed (exit 1)".into()),
+            stdout: Some(stdout.into()),
+            exit_code: Some(1),
+            ..Default::default()
+        });
+        m::Situation::StepFailed(m::StepFailure { evidence: m::Evidence { steps, ..Default::default() }, attempt, waited })
     };
-    let overloaded = m::StepReport {
-        id: "step-12-run-precommit".into(),
-        status: "error".into(),
-        error: Some("agent step failed: amplihack claude failed (exit 1)".into()),
-        stdout: Some("API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.\nIf it persists, check https://status.claude.com.".into()),
-        exit_code: Some(1),
-        ..Default::default()
-    };
+    let overloaded = "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.\nIf it persists, check https://status.claude.com.";
 
     println!("== Scenario 1: the seed incident. Five phases done, six hours in; step 12 says only `exit 1`, its stdout holds a 529.");
-    let mut waited = 0u64;
-    let mut now = hours_in;
+    let (mut waited, mut now) = (0u64, hours_in);
     for attempt in 1..=2u32 {
-        let state = m::State {
-            now,
-            entropy: 0x5eed_0000 + attempt as u64,
-            config: m::Config::default(),
-            situation: m::Situation::StepFailed(m::StepFailure { evidence: m::Evidence { steps: steps(overloaded.clone()), ..Default::default() }, attempt, waited }),
-        };
-        let d = b.next_action(&state)?.map_err(|e| Fail(1, e.to_string()))?;
-        println!("attempt {attempt} failed -> {} ({})", d.action.as_str(), d.reasoning);
-        println!("{}", backstop::marker_line(&d));
+        let d = ask(b, &format!("attempt {attempt} failed"), now, 0x5eed_0000 + attempt as u64, &defaults, step_failed(overloaded, attempt, waited))?;
         let delay = d.delay.unwrap_or(0);
         waited += delay;
         now += delay / 1_000_000;
@@ -268,36 +272,39 @@ fn demo(b: &mut Backstop) -> Result<(), Fail> {
 
     println!();
     println!("== Scenario 2: the retry meets a real failure. The 529 retries; then the tests fail, which no retry can fix.");
-    let state = m::State {
-        now: hours_in,
-        entropy: 7,
-        config: m::Config::default(),
-        situation: m::Situation::StepFailed(m::StepFailure { evidence: m::Evidence { steps: steps(overloaded.clone()), ..Default::default() }, attempt: 1, waited: 0 }),
-    };
-    let d = b.next_action(&state)?.map_err(|e| Fail(1, e.to_string()))?;
-    println!("attempt 1 failed -> {} ({})", d.action.as_str(), d.reasoning);
-    println!("{}", backstop::marker_line(&d));
-    let tests_failed = m::StepReport {
-        id: "step-12-run-precommit".into(),
-        status: "error".into(),
-        error: Some("agent step failed: amplihack claude failed (exit 1)".into()),
-        stdout: Some("running 4 tests\ntest result: FAILED. 3 passed; 1 failed".into()),
-        exit_code: Some(1),
+    let d = ask(b, "attempt 1 failed", hours_in, 7, &defaults, step_failed(overloaded, 1, 0))?;
+    let delay = d.delay.unwrap_or(0);
+    let tests_failed = "running 4 tests\ntest result: FAILED. 3 passed; 1 failed";
+    ask(b, "attempt 2 failed", hours_in + delay / 1_000_000, 8, &defaults, step_failed(tests_failed, 2, delay))?;
+    println!("The run stops loudly with the class and the completed phases; whether the work should go on is the host's judgement.");
+
+    println!();
+    println!("== Scenario 3: a task loop that once failed 84 times in three minutes on the same worktree error.");
+    let mut failures = Vec::new();
+    let mut at = hours_in;
+    loop {
+        failures.push(at);
+        let d = ask(b, &format!("task failure {}", failures.len()), at, 0, &defaults, m::Situation::TaskFailed(m::TaskFailure { failures: failures.clone() }))?;
+        match d.delay {
+            Some(delay) if d.action == m::Action::Proceed => at += delay / 1_000_000 + MIN_MS / 2,
+            _ => break,
+        }
+    }
+    println!("{} failures instead of 84, then the work is blocked until a human unblocks it.", failures.len());
+
+    println!();
+    println!("== Scenario 4: a run stops on a usage limit whose reset is stated as an epoch; auto-resume is on (3 resumes).");
+    let mut config = m::Config::default();
+    config.resume.max_resumes = 3;
+    let reset_s = hours_in / 1000 + 2 * 3600;
+    let stop = m::RunStop {
+        code: "USAGE_LIMIT_REACHED".into(),
+        evidence: Some(m::Evidence::from_text(format!("Claude AI usage limit reached|{reset_s}"))),
         ..Default::default()
     };
-    let state = m::State {
-        now: hours_in + d.delay.unwrap_or(0) / 1_000_000,
-        entropy: 8,
-        config: m::Config::default(),
-        situation: m::Situation::StepFailed(m::StepFailure {
-            evidence: m::Evidence { steps: steps(tests_failed), ..Default::default() },
-            attempt: 2,
-            waited: d.delay.unwrap_or(0),
-        }),
-    };
-    let d = b.next_action(&state)?.map_err(|e| Fail(1, e.to_string()))?;
-    println!("attempt 2 failed -> {} ({})", d.action.as_str(), d.reasoning);
-    println!("{}", backstop::marker_line(&d));
-    println!("The run stops loudly with the class and the completed phases; whether the work should go on is the host's judgement.");
+    let d = ask(b, "run stopped", hours_in, 3, &config, m::Situation::RunStopped(stop))?;
+    if let Some(at) = d.resume_at {
+        println!("The run resumes by itself at {} (the reset plus a margin), no human needed.", backstop::reset::format_utc(at));
+    }
     Ok(())
 }

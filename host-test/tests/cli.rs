@@ -129,7 +129,7 @@ fn json_sig(text: &str) -> String {
 }
 
 #[test]
-fn demo_replays_the_incident_and_a_terminal_run() {
+fn demo_replays_the_seed_incidents() {
     let o = backstop(&["demo"], b"");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8(o.stdout).unwrap();
@@ -139,11 +139,17 @@ fn demo_replays_the_incident_and_a_terminal_run() {
         .map(|j| serde_json::from_str(j).unwrap())
         .collect();
     let actions: Vec<&str> = records.iter().map(|r| r["action"].as_str().unwrap()).collect();
-    assert_eq!(actions, ["retry", "retry", "retry", "terminal"], "{out}");
+    assert_eq!(actions, ["retry", "retry", "retry", "terminal", "proceed", "proceed", "block", "resume"], "{out}");
     assert_eq!(records[0]["signal"], "api error: 529");
     assert_eq!(records[0]["completed_steps"].as_array().unwrap().len(), 5);
     assert_eq!(records[3]["class"], "work");
     assert!(out.contains("succeeded"));
+    // The task loop: re-enqueued after 2 and 4 minutes, then blocked at 3.
+    assert_eq!(records[4]["delay"], 120_000_000_000u64);
+    assert_eq!(records[5]["delay"], 240_000_000_000u64);
+    assert_eq!(records[6]["circuit_breaker"]["count"], 3);
+    // The usage limit resumes at its stated reset, recorded as automatic.
+    assert_eq!(records[7]["run_auto_resumed"]["reason"], "usage-limit-reset");
 }
 
 #[test]
