@@ -149,6 +149,14 @@ def main():
         + table(["evidence", "native", "component (Rust host)", "naive", "component / native", "naive / single-pass"], rows)
     )
     r64 = ratio(t("classify/component/64KiB"), t("classify/native/64KiB"))
+    unmetered = t("classify/component-unmetered/64KiB")
+    if unmetered is not None:
+        sections.append(
+            "Without fuel metering (`Limits { fuel: None, .. }`, CLI `--no-fuel`) the 64 KiB call takes "
+            f"{fmt_time(unmetered)}: {fmt_ratio(ratio(unmetered, t('classify/native/64KiB')))} native, against "
+            f"{fmt_ratio(r64)} metered; the rest of the gap is wasm code against native code (no SIMD, "
+            "bounds-checked memory) and copying the evidence into linear memory."
+        )
     verdicts.append(("component / native at 64 KiB", r64, f"<= {TARGETS['component_64k']}x", r64 is not None and r64 <= TARGETS["component_64k"]))
 
     # marker count

@@ -190,6 +190,15 @@ fn classify_sizes(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("component", name), &ev, |b, ev| {
             b.iter(|| host.classify(black_box(ev)).expect("component classifies"))
         });
+        if name == "64KiB" {
+            // The same call with fuel metering off, to split the component's cost.
+            let mut unmetered = Backstop::from_bytes(COMPONENT, backstop_host::Limits { fuel: None, ..Default::default() })
+                .expect("component compiles");
+            expect_transient(&unmetered.classify(&ev).expect("component classifies"));
+            g.bench_with_input(BenchmarkId::new("component-unmetered", name), &ev, |b, ev| {
+                b.iter(|| unmetered.classify(black_box(ev)).expect("component classifies"))
+            });
+        }
         g.bench_with_input(BenchmarkId::new("naive", name), &ev, |b, ev| {
             b.iter(|| naive.classify(tail(black_box(ev).text.as_deref().unwrap(), opts.scan_bytes)))
         });
@@ -268,7 +277,7 @@ fn host_start(c: &mut Criterion) {
     // one from the InstancePre and makes the first call on it.
     g.bench_function("fresh-instance-first-call", |b| {
         b.iter(|| {
-            host.set_limits(limits);
+            host.set_limits(limits).expect("same metering");
             host.classify(black_box(&ev)).expect("classifies")
         })
     });

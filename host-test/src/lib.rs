@@ -37,13 +37,17 @@ pub const COMPONENT: &[u8] = include_bytes!(env!("BACKSTOP_COMPONENT"));
 pub struct Limits {
     /// The most linear memory the instance may grow to, in bytes. Default 256 MiB.
     pub memory_bytes: usize,
-    /// The fuel (roughly, wasm instructions) one call may burn. Default 10^10.
-    pub fuel: u64,
+    /// The fuel (roughly, wasm instructions) one call may burn. Default
+    /// Some(10^10). `None` compiles the component without fuel metering:
+    /// calls run faster (see BENCHMARKS.md), and only the component's own
+    /// bounds limit their CPU. Metering is fixed when the component is
+    /// compiled: `set_limits` cannot switch it.
+    pub fuel: Option<u64>,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { memory_bytes: 256 << 20, fuel: 10_000_000_000 }
+        Limits { memory_bytes: 256 << 20, fuel: Some(10_000_000_000) }
     }
 }
 
@@ -54,6 +58,8 @@ pub enum HostError {
     MemoryLimit { limit: usize, requested: usize },
     /// The call burned all of `Limits::fuel`.
     FuelLimit { limit: u64 },
+    /// `set_limits` asked to switch fuel metering on or off.
+    MeteringFixed,
     /// The component trapped for another reason.
     Trap(String),
     /// The component could not be compiled, loaded or instantiated.
@@ -70,6 +76,9 @@ impl std::fmt::Display for HostError {
             HostError::FuelLimit { limit } => write!(f, "fuel limit hit: the call burned all {limit} units of fuel"),
             HostError::Trap(m) => write!(f, "the component trapped: {m}"),
             HostError::Load(m) => write!(f, "loading the component failed: {m}"),
+            HostError::MeteringFixed => {
+                write!(f, "fuel metering is fixed when the component is compiled: load a new Backstop to switch it")
+            }
         }
     }
 }
@@ -105,10 +114,10 @@ pub struct Backstop {
     live: Option<(Store<HostState>, bindings::Backstop)>,
 }
 
-/// The engine configuration every Backstop host uses (fuel on).
-pub fn engine() -> Result<Engine, HostError> {
+/// The engine configuration of a Backstop host: fuel metering on or off.
+pub fn engine(metered: bool) -> Result<Engine, HostError> {
     let mut config = wasmtime::Config::new();
-    config.consume_fuel(true);
+    config.consume_fuel(metered);
     Engine::new(&config).map_err(|e| HostError::Load(format!("{e:#}")))
 }
 
@@ -141,7 +150,7 @@ impl Backstop {
 
     /// Compiles a component from its bytes.
     pub fn from_bytes(bytes: &[u8], limits: Limits) -> Result<Backstop, HostError> {
-        let engine = engine()?;
+        let engine = engine(limits.fuel.is_some())?;
         let component = Component::new(&engine, bytes).map_err(|e| HostError::Load(format!("{e:#}")))?;
         Backstop::link(engine, component, limits)
     }
@@ -150,9 +159,11 @@ impl Backstop {
     /// by the component's digest; compiles and writes it when it is missing or
     /// was made by another engine version or configuration (wasmtime checks both).
     pub fn cached(dir: &Path, limits: Limits) -> Result<(Backstop, Origin), HostError> {
-        let engine = engine()?;
+        let metered = limits.fuel.is_some();
+        let engine = engine(metered)?;
         let digest: String = Sha256::digest(COMPONENT).iter().take(12).map(|b| format!("{b:02x}")).collect();
-        let path = dir.join(format!("backstop-{digest}-wasmtime{}.cwasm", wasmtime_version()));
+        let metering = if metered { "fuel" } else { "nofuel" };
+        let path = dir.join(format!("backstop-{digest}-wasmtime{}-{metering}.cwasm", wasmtime_version()));
         // Read into memory rather than map the file: a file truncated under a
         // live mapping would crash the process.
         if let Ok(bytes) = std::fs::read(&path) {
@@ -189,9 +200,15 @@ impl Backstop {
     }
 
     /// Changes the limits; they apply from the next call (a fresh instance).
-    pub fn set_limits(&mut self, limits: Limits) {
+    /// Fails with `MeteringFixed` when it would switch fuel metering on or off,
+    /// which needs a newly compiled component.
+    pub fn set_limits(&mut self, limits: Limits) -> Result<(), HostError> {
+        if limits.fuel.is_some() != self.limits.fuel.is_some() {
+            return Err(HostError::MeteringFixed);
+        }
         self.limits = limits;
         self.live = None;
+        Ok(())
     }
 
     pub fn engine(&self) -> &Engine {
@@ -221,7 +238,9 @@ impl Backstop {
         let state = HostState { memory_limit: self.limits.memory_bytes, memory_refused: None };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| s as &mut dyn ResourceLimiter);
-        store.set_fuel(self.limits.fuel).map_err(|e| HostError::Load(format!("{e:#}")))?;
+        if let Some(fuel) = self.limits.fuel {
+            store.set_fuel(fuel).map_err(|e| HostError::Load(format!("{e:#}")))?;
+        }
         let instance = self.pre.instantiate(&mut store).map_err(|e| HostError::Load(format!("{e:#}")))?;
         Ok((store, instance))
     }
@@ -236,7 +255,9 @@ impl Backstop {
         }
         let limits = self.limits;
         let (store, instance) = self.live.as_mut().expect("instance is live");
-        store.set_fuel(limits.fuel).map_err(|e| HostError::Trap(format!("{e:#}")))?;
+        if let Some(fuel) = limits.fuel {
+            store.set_fuel(fuel).map_err(|e| HostError::Trap(format!("{e:#}")))?;
+        }
         store.data_mut().memory_refused = None;
         match f(store, instance) {
             Ok(v) => Ok(v),
@@ -244,7 +265,7 @@ impl Backstop {
                 let refused = store.data().memory_refused;
                 self.live = None;
                 if e.downcast_ref::<Trap>() == Some(&Trap::OutOfFuel) {
-                    return Err(HostError::FuelLimit { limit: limits.fuel });
+                    return Err(HostError::FuelLimit { limit: limits.fuel.unwrap_or(0) });
                 }
                 if let Some(requested) = refused {
                     return Err(HostError::MemoryLimit { limit: limits.memory_bytes, requested });

@@ -24,6 +24,9 @@ struct Cli {
     /// Fuel (about one unit per wasm instruction) one call may burn.
     #[arg(long, global = true, default_value_t = 10_000_000_000)]
     fuel: u64,
+    /// Run without fuel metering (faster; the component's own bounds still hold).
+    #[arg(long, global = true)]
+    no_fuel: bool,
     /// Do not read or write the precompiled-component cache.
     #[arg(long, global = true)]
     no_cache: bool,
@@ -90,7 +93,8 @@ fn main() -> ExitCode {
 }
 
 fn load(cli: &Cli) -> Result<Backstop, Fail> {
-    let limits = Limits { memory_bytes: cli.memory_mib.saturating_mul(1 << 20), fuel: cli.fuel };
+    let fuel = if cli.no_fuel { None } else { Some(cli.fuel) };
+    let limits = Limits { memory_bytes: cli.memory_mib.saturating_mul(1 << 20), fuel };
     if !cli.no_cache {
         if let Some(dir) = default_cache_dir() {
             return Ok(Backstop::cached(&dir, limits)?.0);

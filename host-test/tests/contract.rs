@@ -84,13 +84,22 @@ fn info_and_default_config_match_native() {
 
 #[test]
 fn fuel_limit_names_the_limit_and_the_next_call_recovers() {
-    let mut b = Backstop::from_bytes(backstop_host::COMPONENT, Limits { fuel: 10_000, ..Limits::default() }).unwrap();
+    let mut b = Backstop::from_bytes(backstop_host::COMPONENT, Limits { fuel: Some(10_000), ..Limits::default() }).unwrap();
     let big = m::Evidence::from_text("x".repeat(64 * 1024) + " API Error: 529");
     let err = b.classify(&big).unwrap_err();
     assert!(matches!(err, HostError::FuelLimit { limit: 10_000 }), "{err:?}");
     assert!(err.to_string().contains("fuel limit"), "{err}");
-    b.set_limits(Limits::default());
+    b.set_limits(Limits::default()).unwrap();
     assert_eq!(b.classify(&big).unwrap().class, m::FailureClass::TransientTransport);
+    assert_eq!(b.set_limits(Limits { fuel: None, ..Limits::default() }), Err(HostError::MeteringFixed));
+}
+
+#[test]
+fn unmetered_component_answers_as_the_metered_one() {
+    let mut metered = Backstop::new().unwrap();
+    let mut unmetered = Backstop::from_bytes(backstop_host::COMPONENT, Limits { fuel: None, ..Limits::default() }).unwrap();
+    let e = m::Evidence::from_text("x".repeat(64 * 1024) + " API Error: 529");
+    assert_eq!(metered.classify(&e).unwrap(), unmetered.classify(&e).unwrap());
 }
 
 #[test]

@@ -31,9 +31,9 @@ fn component() -> MutexGuard<'static, Backstop> {
 /// Runs `f` on the shared component under `limits`, then restores the defaults.
 fn with_limits<T>(limits: Limits, f: impl FnOnce(&mut Backstop) -> T) -> T {
     let mut b = component();
-    b.set_limits(limits);
+    b.set_limits(limits).expect("same metering");
     let out = f(&mut b);
-    b.set_limits(Limits::default());
+    b.set_limits(Limits::default()).expect("same metering");
     out
 }
 
