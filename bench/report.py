@@ -144,8 +144,8 @@ def main():
         "bytes of each field (the default); the naive baseline gets the same bytes. The last row reads all of the "
         "1 MiB (`scan_bytes` raised, naive over the whole text). The component column is the whole host call: "
         "converting the evidence to the component's types, copying it into linear memory, the guest's scan "
-        "under fuel metering (on, as shipped) and lifting the result; this run does not split the gap to "
-        "native between those.\n\n"
+        "under fuel metering (on, as shipped) and lifting the result; the paragraph after the table splits "
+        "off the cost of metering.\n\n"
         + table(["evidence", "native", "component (Rust host)", "naive", "component / native", "naive / single-pass"], rows)
     )
     r64 = ratio(t("classify/component/64KiB"), t("classify/native/64KiB"))
