@@ -164,8 +164,7 @@ fn record(b: &BreakerConfig, sig: &str, count: u32, manual: Option<&str>) -> Cir
     }
 }
 
-pub fn decide(now: Timestamp, config: &Config, w: &WorkFailure) -> Result<Decision, PolicyError> {
-    let _ = now;
+pub fn decide(config: &Config, w: &WorkFailure) -> Result<Decision, PolicyError> {
     let Some(b) = config.breakers.iter().find(|b| b.kind == w.breaker) else {
         let kinds: Vec<&str> = config.breakers.iter().map(|b| b.kind.as_str()).collect();
         return Err(PolicyError::input(
@@ -275,7 +274,7 @@ mod tests {
         HistoryEvent { breaker: String::new(), ..ev(kind, "human", "") }
     }
     fn ask(history: Vec<HistoryEvent>) -> Decision {
-        decide(0, &Config::default(), &WorkFailure { breaker: "build".into(), actor: "builder".into(), history }).unwrap()
+        decide(&Config::default(), &WorkFailure { breaker: "build".into(), actor: "builder".into(), history }).unwrap()
     }
     const E1: &str = "error[E0425]: cannot find value `x` in this scope\n --> src/main.rs:3:13";
     const E1B: &str = "error[E0425]: cannot find value `x` in this scope\n --> src/main.rs:44:1";
@@ -317,13 +316,13 @@ mod tests {
         let mut c = Config::default();
         c.breakers[0].reset_on = vec![ResetOn::Manual];
         let w = WorkFailure { breaker: "build".into(), actor: "builder".into(), history: vec![fail(E1), fail(E1), mark(EventKind::CycleReset), fail(E1)] };
-        assert_eq!(decide(0, &c, &w).unwrap().action, Action::Block);
+        assert_eq!(decide(&c, &w).unwrap().action, Action::Block);
         c.breakers[0].reset_on = vec![ResetOn::CycleReset];
         let w = WorkFailure { history: vec![fail(E1), fail(E1), mark(EventKind::ManualUnblock), fail(E1)], ..w };
-        assert_eq!(decide(0, &c, &w).unwrap().action, Action::Block);
+        assert_eq!(decide(&c, &w).unwrap().action, Action::Block);
         // `reset` always clears.
         let w = WorkFailure { history: vec![fail(E1), fail(E1), mark(EventKind::Reset), fail(E1)], ..w };
-        assert_eq!(decide(0, &c, &w).unwrap().action, Action::Proceed);
+        assert_eq!(decide(&c, &w).unwrap().action, Action::Proceed);
     }
 
     #[test]
@@ -383,7 +382,7 @@ mod tests {
             ..ev(EventKind::Failure, "inspector", detail)
         };
         let ask = |h: Vec<HistoryEvent>| {
-            decide(0, &Config::default(), &WorkFailure { breaker: "review".into(), actor: "inspector".into(), history: h }).unwrap()
+            decide(&Config::default(), &WorkFailure { breaker: "review".into(), actor: "inspector".into(), history: h }).unwrap()
         };
         let d = ask(vec![f("lint", "src/a.ts:3:1 error no-unused-vars"), f("lint", "src/a.ts:9:1 error no-unused-vars")]);
         assert_eq!(d.action, Action::Block);
@@ -395,10 +394,10 @@ mod tests {
     #[test]
     fn bad_input_is_named() {
         let w = WorkFailure { breaker: "deploy".into(), actor: "a".into(), history: vec![] };
-        let e = decide(0, &Config::default(), &w).unwrap_err();
+        let e = decide(&Config::default(), &w).unwrap_err();
         assert!(matches!(&e, PolicyError::InvalidInput(f) if f.field == "situation.work_failed.breaker" && f.rule.contains("build")), "{e:?}");
         let w = WorkFailure { breaker: "build".into(), actor: "a".into(), history: vec![mark(EventKind::Success); MAX_EVENTS + 1] };
-        let e = decide(0, &Config::default(), &w).unwrap_err();
+        let e = decide(&Config::default(), &w).unwrap_err();
         assert!(matches!(&e, PolicyError::InvalidInput(f) if f.field == "situation.work_failed.history"), "{e:?}");
     }
 

@@ -8,7 +8,7 @@ pub fn next_action(state: &State) -> Result<Decision, PolicyError> {
     let c = &state.config;
     let d = match &state.situation {
         Situation::StepFailed(s) => transport::decide(state.now, state.entropy, c, s)?,
-        Situation::WorkFailed(w) => breaker::decide(state.now, c, w)?,
+        Situation::WorkFailed(w) => breaker::decide(c, w)?,
         Situation::TaskFailed(t) => limits::window(state.now, c, t)?,
         Situation::CycleEntered(e) => limits::cycle(c, e)?,
         Situation::RunStopped(r) => resume::decide(state.now, state.entropy, c, r)?,
