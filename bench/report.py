@@ -250,7 +250,7 @@ def main():
         [[name, fmt_ratio(val), goal, "yes" if ok else ("n/a" if val is None else "**no**")] for name, val, goal, ok in verdicts],
     )
 
-    # The prototype figures of ../shared/reference/peers.md C4 (same kind of machine, earlier run).
+    # The C4 prototype's published figures (same kind of machine, earlier run), for comparison.
     peers = table(
         ["measure", "this run", "C4 prototype"],
         [

@@ -1,5 +1,5 @@
-//! The real-failure development corpus (`../shared/corpus/real-failures.dev.jsonl`,
-//! beside the clone) through the classifier: prints the confusion matrix and
+//! The real-failure development corpus (`tests/corpus/dev.jsonl`, format in
+//! `tests/corpus/README.md`) through the classifier: prints the confusion matrix and
 //! asserts the bar of issue 5.
 //!
 //! - at least 90 % agreement on the high-confidence rows;
@@ -9,8 +9,8 @@
 //! A `usage_limit` answer counts as right where `environmental` is expected
 //! for a usage or quota limit (the corpus has no separate usage-limit label).
 //!
-//! The corpus is required: when the file is absent the test fails and says
-//! where it looked.
+//! The corpus is part of the repository: when the file is absent the test fails
+//! and says where it looked.
 
 mod common;
 
@@ -30,7 +30,7 @@ struct Row {
 }
 
 fn corpus_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("shared").join("corpus").join("real-failures.dev.jsonl")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("corpus").join("dev.jsonl")
 }
 
 fn load() -> Vec<Row> {
@@ -38,7 +38,7 @@ fn load() -> Vec<Row> {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "the real-failure corpus is required but could not be read at {} ({e}); \
-             check out the shared/ directory beside the repository clone",
+             it ships with the repository (tests/corpus/README.md)",
             path.display()
         )
     });
