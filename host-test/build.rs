@@ -46,11 +46,15 @@ fn main() {
     let mut cmd = Command::new(&cargo);
     cmd.current_dir(&workspace)
         .arg("build")
-        .arg("--package").arg(GUEST_PACKAGE)
+        .arg("--package")
+        .arg(GUEST_PACKAGE)
         .arg("--lib")
-        .arg("--target").arg(WASM_TARGET)
-        .arg("--profile").arg(GUEST_PROFILE)
-        .arg("--target-dir").arg(&guest_target_dir);
+        .arg("--target")
+        .arg(WASM_TARGET)
+        .arg("--profile")
+        .arg(GUEST_PROFILE)
+        .arg("--target-dir")
+        .arg(&guest_target_dir);
     if env::var_os("CARGO_NET_OFFLINE").is_some() {
         cmd.arg("--offline");
     }
@@ -83,9 +87,7 @@ fn main() {
     // Make sure the nested cargo uses the same rustc as the outer build.
     cmd.env("RUSTC", &rustc);
 
-    let status = cmd
-        .status()
-        .unwrap_or_else(|e| panic!("failed to spawn nested cargo ({cargo:?}): {e}"));
+    let status = cmd.status().unwrap_or_else(|e| panic!("failed to spawn nested cargo ({cargo:?}): {e}"));
     if !status.success() {
         panic!("nested guest build failed ({status}); command: {cmd:?}");
     }
@@ -94,8 +96,7 @@ fn main() {
         .join(WASM_TARGET)
         .join(GUEST_PROFILE)
         .join(format!("{}.wasm", GUEST_PACKAGE.replace('-', "_")));
-    let core = std::fs::read(&core_path)
-        .unwrap_or_else(|e| panic!("reading core module {}: {e}", core_path.display()));
+    let core = std::fs::read(&core_path).unwrap_or_else(|e| panic!("reading core module {}: {e}", core_path.display()));
 
     // The core module carries the `component-type` custom section emitted by
     // wit-bindgen; ComponentEncoder turns it into the component's type.
@@ -123,7 +124,11 @@ fn outer_target_dir(workspace: &Path) -> PathBuf {
     match env::var_os("CARGO_TARGET_DIR") {
         Some(d) => {
             let d = PathBuf::from(d);
-            if d.is_absolute() { d } else { workspace.join(d) }
+            if d.is_absolute() {
+                d
+            } else {
+                workspace.join(d)
+            }
         }
         None => workspace.join("target"),
     }
@@ -146,12 +151,11 @@ fn ensure_wasm_target(rustc: &std::ffi::OsStr) {
     if has_target(&sysroot) {
         return;
     }
-    println!("cargo:warning={WASM_TARGET} std missing in {}; running `rustup target add {WASM_TARGET}`", sysroot.display());
-    let ok = Command::new("rustup")
-        .args(["target", "add", WASM_TARGET])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
+    println!(
+        "cargo:warning={WASM_TARGET} std missing in {}; running `rustup target add {WASM_TARGET}`",
+        sysroot.display()
+    );
+    let ok = Command::new("rustup").args(["target", "add", WASM_TARGET]).status().map(|s| s.success()).unwrap_or(false);
     if !ok || !has_target(&sysroot) {
         panic!(
             "the Rust target {WASM_TARGET} is not installed for {} and `rustup target add {WASM_TARGET}` failed. \

@@ -116,7 +116,10 @@ fn scan<'a>(b: &BreakerConfig, actor: &str, history: &'a [HistoryEvent]) -> Scan
                 let r = if e.kind == EventKind::CycleReset { ResetOn::CycleReset } else { ResetOn::Reclassified };
                 if counting && resets(r) {
                     counting = false;
-                    s.stopped_by = Some(format!("a {} marker", if r == ResetOn::CycleReset { "cycle-reset" } else { "reclassified" }));
+                    s.stopped_by = Some(format!(
+                        "a {} marker",
+                        if r == ResetOn::CycleReset { "cycle-reset" } else { "reclassified" }
+                    ));
                 }
             }
             EventKind::ManualUnblock => {
@@ -265,7 +268,15 @@ mod tests {
     use super::*;
 
     fn ev(kind: EventKind, actor: &str, detail: &str) -> HistoryEvent {
-        HistoryEvent { at: 0, kind, breaker: "build".into(), actor: actor.into(), detail: detail.into(), check: None, diagnosis: None }
+        HistoryEvent {
+            at: 0,
+            kind,
+            breaker: "build".into(),
+            actor: actor.into(),
+            detail: detail.into(),
+            check: None,
+            diagnosis: None,
+        }
     }
     fn fail(detail: &str) -> HistoryEvent {
         ev(EventKind::Failure, "builder", detail)
@@ -287,7 +298,11 @@ mod tests {
         let cb = d.circuit_breaker.unwrap();
         assert_eq!((cb.count, cb.threshold, cb.manual), (3, 3, None));
         assert_eq!(cb.signature, "error[E0425]: cannot find value `x` in this scope");
-        assert!(d.reasoning.contains("human intervention is required") && d.reasoning.contains("backstop-unblock"), "{}", d.reasoning);
+        assert!(
+            d.reasoning.contains("human intervention is required") && d.reasoning.contains("backstop-unblock"),
+            "{}",
+            d.reasoning
+        );
     }
 
     #[test]
@@ -315,7 +330,11 @@ mod tests {
     fn a_boundary_not_in_reset_on_is_ignored() {
         let mut c = Config::default();
         c.breakers[0].reset_on = vec![ResetOn::Manual];
-        let w = WorkFailure { breaker: "build".into(), actor: "builder".into(), history: vec![fail(E1), fail(E1), mark(EventKind::CycleReset), fail(E1)] };
+        let w = WorkFailure {
+            breaker: "build".into(),
+            actor: "builder".into(),
+            history: vec![fail(E1), fail(E1), mark(EventKind::CycleReset), fail(E1)],
+        };
         assert_eq!(decide(&c, &w).unwrap().action, Action::Block);
         c.breakers[0].reset_on = vec![ResetOn::CycleReset];
         let w = WorkFailure { history: vec![fail(E1), fail(E1), mark(EventKind::ManualUnblock), fail(E1)], ..w };
@@ -366,7 +385,15 @@ mod tests {
         // manual-unblock does not end a force-close; force-open and reset do.
         let d = ask(vec![mark(EventKind::ForceClose), mark(EventKind::ManualUnblock), fail(E1), fail(E1), fail(E1)]);
         assert_eq!(d.action, Action::Proceed);
-        let d = ask(vec![mark(EventKind::ForceClose), fail(E1), fail(E1), mark(EventKind::Reset), fail(E1), fail(E1), fail(E1)]);
+        let d = ask(vec![
+            mark(EventKind::ForceClose),
+            fail(E1),
+            fail(E1),
+            mark(EventKind::Reset),
+            fail(E1),
+            fail(E1),
+            fail(E1),
+        ]);
         assert_eq!((d.action, d.circuit_breaker.unwrap().manual), (Action::Block, None));
         // Force events are not count boundaries: the failures under force-close still count.
         let d = ask(vec![fail(E1), mark(EventKind::ForceClose), fail(E1), fail(E1), mark(EventKind::ForceOpen)]);
@@ -382,12 +409,15 @@ mod tests {
             ..ev(EventKind::Failure, "inspector", detail)
         };
         let ask = |h: Vec<HistoryEvent>| {
-            decide(&Config::default(), &WorkFailure { breaker: "review".into(), actor: "inspector".into(), history: h }).unwrap()
+            decide(&Config::default(), &WorkFailure { breaker: "review".into(), actor: "inspector".into(), history: h })
+                .unwrap()
         };
-        let d = ask(vec![f("lint", "src/a.ts:3:1 error no-unused-vars"), f("lint", "src/a.ts:9:1 error no-unused-vars")]);
+        let d =
+            ask(vec![f("lint", "src/a.ts:3:1 error no-unused-vars"), f("lint", "src/a.ts:9:1 error no-unused-vars")]);
         assert_eq!(d.action, Action::Block);
         assert_eq!(d.circuit_breaker.unwrap().signature, "lint: src/a.ts:<n>:<n> error no-unused-vars");
-        let d = ask(vec![f("test", "src/a.ts:3:1 error no-unused-vars"), f("lint", "src/a.ts:9:1 error no-unused-vars")]);
+        let d =
+            ask(vec![f("test", "src/a.ts:3:1 error no-unused-vars"), f("lint", "src/a.ts:9:1 error no-unused-vars")]);
         assert_eq!(d.action, Action::Proceed, "another check is another failure");
     }
 
@@ -395,8 +425,15 @@ mod tests {
     fn bad_input_is_named() {
         let w = WorkFailure { breaker: "deploy".into(), actor: "a".into(), history: vec![] };
         let e = decide(&Config::default(), &w).unwrap_err();
-        assert!(matches!(&e, PolicyError::InvalidInput(f) if f.field == "situation.work_failed.breaker" && f.rule.contains("build")), "{e:?}");
-        let w = WorkFailure { breaker: "build".into(), actor: "a".into(), history: vec![mark(EventKind::Success); MAX_EVENTS + 1] };
+        assert!(
+            matches!(&e, PolicyError::InvalidInput(f) if f.field == "situation.work_failed.breaker" && f.rule.contains("build")),
+            "{e:?}"
+        );
+        let w = WorkFailure {
+            breaker: "build".into(),
+            actor: "a".into(),
+            history: vec![mark(EventKind::Success); MAX_EVENTS + 1],
+        };
         let e = decide(&Config::default(), &w).unwrap_err();
         assert!(matches!(&e, PolicyError::InvalidInput(f) if f.field == "situation.work_failed.history"), "{e:?}");
     }

@@ -182,7 +182,7 @@ pub fn classify_in(t: &Tables, evidence: &Evidence, opts: &Options) -> Classific
                     source: SignalSource::ErrorCode,
                     line: None,
                     weak: m.weak,
-                generic: m.generic,
+                    generic: m.generic,
                     rank: (0, 0, 0, std::cmp::Reverse(0)),
                 });
             }
@@ -202,7 +202,7 @@ pub fn classify_in(t: &Tables, evidence: &Evidence, opts: &Options) -> Classific
                     source: SignalSource::HttpStatus,
                     line: None,
                     weak: m.weak,
-                generic: m.generic,
+                    generic: m.generic,
                     rank: (1, 0, 0, std::cmp::Reverse(0)),
                 });
             }
@@ -232,7 +232,11 @@ pub fn classify_in(t: &Tables, evidence: &Evidence, opts: &Options) -> Classific
 
     match best {
         Some(c) => {
-            let reset = if c.class == FailureClass::UsageLimit { reset::find_reset(&all_text) } else { reset::Reset::default() };
+            let reset = if c.class == FailureClass::UsageLimit {
+                reset::find_reset(&all_text)
+            } else {
+                reset::Reset::default()
+            };
             let reset_hint = reset.hint;
             let reasoning = reasoning(c.class, Some(&c.signal), reset_hint.as_deref());
             Classification {
@@ -378,7 +382,9 @@ mod tests {
 
     #[test]
     fn seed_529_is_transient() {
-        let (c, s) = class_of("API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.");
+        let (c, s) = class_of(
+            "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.",
+        );
         assert_eq!(c, FailureClass::TransientTransport);
         assert_eq!(s.as_deref(), Some("api error: 529"));
     }
@@ -398,7 +404,8 @@ mod tests {
 
     #[test]
     fn error_code_decides_before_status() {
-        let e = Evidence { http_status: Some(429), error_code: Some("insufficient_quota".into()), ..Default::default() };
+        let e =
+            Evidence { http_status: Some(429), error_code: Some("insufficient_quota".into()), ..Default::default() };
         let c = classify(&e);
         assert_eq!(c.class, FailureClass::Environmental);
         assert_eq!(c.signal.as_deref(), Some("error-code insufficient_quota"));

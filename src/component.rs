@@ -9,9 +9,9 @@ mod bindings {
     });
 }
 
+use crate::model as m;
 use bindings::exports::backstop::policy::engine::Guest;
 use bindings::exports::backstop::policy::types as w;
-use crate::model as m;
 
 include!("wit_convert.rs");
 

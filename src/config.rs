@@ -73,7 +73,8 @@ pub fn default_breakers() -> Vec<BreakerConfig> {
             threshold: 3,
             on_trip: OnTrip::Block,
             reset_on: vec![ResetOn::CycleReset, ResetOn::Reclassified, ResetOn::Manual],
-            look_at: "the build output of the repeated failure; the signature names its first meaningful line".to_string(),
+            look_at: "the build output of the repeated failure; the signature names its first meaningful line"
+                .to_string(),
             unblock_commands: vec!["backstop-unblock <work-item>".to_string()],
         },
         BreakerConfig {
@@ -186,26 +187,41 @@ pub fn validate(c: &Config) -> Result<(), PolicyError> {
     for (i, b) in c.breakers.iter().enumerate() {
         let f = |name: &str| format!("config.breakers[{i}].{name}");
         if b.kind.trim().is_empty() {
-            return Err(PolicyError::config(f("kind"), "what counts as the same failure is unanswered: name the failure kind"));
+            return Err(PolicyError::config(
+                f("kind"),
+                "what counts as the same failure is unanswered: name the failure kind",
+            ));
         }
         if b.kind.len() > 64 {
             return Err(PolicyError::config(f("kind"), "at most 64 bytes"));
         }
         if b.kind == "window" || b.kind == "cycle" {
-            return Err(PolicyError::config(f("kind"), "not `window` or `cycle`: those name the windowed and cycle limits in the record"));
+            return Err(PolicyError::config(
+                f("kind"),
+                "not `window` or `cycle`: those name the windowed and cycle limits in the record",
+            ));
         }
         if c.breakers[..i].iter().any(|o| o.kind == b.kind) {
             return Err(PolicyError::config(f("kind"), format!("unique: {:?} is configured twice", b.kind)));
         }
         if b.threshold == 0 {
-            return Err(PolicyError::config(f("threshold"), "how many are enough is unanswered: give a threshold from 1 to 100"));
+            return Err(PolicyError::config(
+                f("threshold"),
+                "how many are enough is unanswered: give a threshold from 1 to 100",
+            ));
         }
         range_u32(&f("threshold"), b.threshold, 1, 100)?;
         if b.reset_on.is_empty() {
-            return Err(PolicyError::config(f("reset_on"), "what resets the count is unanswered: list at least one reset"));
+            return Err(PolicyError::config(
+                f("reset_on"),
+                "what resets the count is unanswered: list at least one reset",
+            ));
         }
         if b.look_at.trim().is_empty() {
-            return Err(PolicyError::config(f("look_at"), "how a human unblocks it is unanswered: say what to look at"));
+            return Err(PolicyError::config(
+                f("look_at"),
+                "how a human unblocks it is unanswered: say what to look at",
+            ));
         }
         if b.look_at.len() > 1024 {
             return Err(PolicyError::config(f("look_at"), "at most 1024 bytes"));
@@ -286,7 +302,9 @@ mod tests {
     fn breaker_kinds_are_unique_and_not_limit_names() {
         let mut c = Config::default();
         c.breakers[1].kind = "build".into();
-        assert!(matches!(validate(&c), Err(PolicyError::InvalidConfig(e)) if e.field == "config.breakers[1].kind" && e.rule.contains("unique")));
+        assert!(
+            matches!(validate(&c), Err(PolicyError::InvalidConfig(e)) if e.field == "config.breakers[1].kind" && e.rule.contains("unique"))
+        );
         c.breakers[1].kind = "cycle".into();
         assert!(matches!(validate(&c), Err(PolicyError::InvalidConfig(e)) if e.field == "config.breakers[1].kind"));
     }

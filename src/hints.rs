@@ -310,7 +310,10 @@ mod tests {
     #[test]
     fn unified_reset_epoch_seconds_and_status() {
         let h = read(
-            &[hdr("anthropic-ratelimit-unified-reset", "1790007200"), hdr("anthropic-ratelimit-unified-status", "rejected")],
+            &[
+                hdr("anthropic-ratelimit-unified-reset", "1790007200"),
+                hdr("anthropic-ratelimit-unified-status", "rejected"),
+            ],
             NOW,
         );
         assert_eq!(h.unified_reset.unwrap().0, 1_790_007_200_000);

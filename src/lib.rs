@@ -7,8 +7,8 @@
 pub mod backoff;
 pub mod breaker;
 pub mod classify;
-pub mod hints;
 pub mod config;
+pub mod hints;
 pub mod limits;
 pub mod markers;
 pub mod model;

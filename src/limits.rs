@@ -14,7 +14,10 @@ pub const MAX_FAILURES: usize = 100_000;
 pub fn window(now: Timestamp, config: &Config, t: &TaskFailure) -> Result<Decision, PolicyError> {
     let w = &config.window;
     if t.failures.is_empty() {
-        return Err(PolicyError::input("situation.task_failed.failures", "at least one failure (the one just recorded)"));
+        return Err(PolicyError::input(
+            "situation.task_failed.failures",
+            "at least one failure (the one just recorded)",
+        ));
     }
     if t.failures.len() > MAX_FAILURES {
         return Err(PolicyError::input("situation.task_failed.failures", format!("at most {MAX_FAILURES} timestamps")));

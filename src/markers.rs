@@ -151,14 +151,22 @@ pub fn parse(jsonl: &str) -> Result<Vec<Marker>, String> {
         }
         let m: Marker = serde_json::from_str(line).map_err(|e| format!("markers line {}: {e}", n + 1))?;
         if m.marker.is_empty() || m.marker != m.marker.to_ascii_lowercase() || m.marker.trim() != m.marker {
-            return Err(format!("markers line {}: marker must be non-empty, lower-case and trimmed: {:?}", n + 1, m.marker));
+            return Err(format!(
+                "markers line {}: marker must be non-empty, lower-case and trimmed: {:?}",
+                n + 1,
+                m.marker
+            ));
         }
         if m.source.trim().is_empty() {
             return Err(format!("markers line {}: marker {:?} has no source", n + 1, m.marker));
         }
         if is_text(m.kind) {
             if m.marker.contains("##") || m.marker.split('#').all(str::is_empty) {
-                return Err(format!("markers line {}: `#` stands for a digit run; {:?} has `##` or no literal text", n + 1, m.marker));
+                return Err(format!(
+                    "markers line {}: `#` stands for a digit run; {:?} has `##` or no literal text",
+                    n + 1,
+                    m.marker
+                ));
             }
         } else if m.marker.contains('#') {
             return Err(format!("markers line {}: `#` is only allowed in text markers: {:?}", n + 1, m.marker));
@@ -176,12 +184,8 @@ pub fn parse(jsonl: &str) -> Result<Vec<Marker>, String> {
 
 impl Tables {
     pub fn build(markers: Vec<Marker>, source_text: &str) -> Tables {
-        let text_index: Vec<usize> = markers
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| is_text(m.kind))
-            .map(|(i, _)| i)
-            .collect();
+        let text_index: Vec<usize> =
+            markers.iter().enumerate().filter(|(_, m)| is_text(m.kind)).map(|(i, _)| i).collect();
         let shapes: Vec<Shape> = text_index.iter().map(|&i| Shape::of(&markers[i].marker)).collect();
         // Markers are lower-case (checked by `parse`) and the text is lowered
         // before a scan, so the automaton is case-sensitive: it builds in about
@@ -209,7 +213,8 @@ impl Tables {
             let idx = self.text_index[p];
             let marker = &self.markers[idx];
             let Some((start, end)) = self.shapes[p].extend(bytes, m.start(), m.end()) else { continue };
-            let bounded = |kind| kind == MarkerMatch::Substring || word_bounded(bytes, start, end, marker.marker.as_bytes());
+            let bounded =
+                |kind| kind == MarkerMatch::Substring || word_bounded(bytes, start, end, marker.marker.as_bytes());
             if !bounded(marker.kind) || (marker.kind == MarkerMatch::Line && !verdict(bytes, start, end)) {
                 continue;
             }
@@ -295,7 +300,8 @@ mod tests {
     #[test]
     fn word_markers_do_not_fire_inside_words() {
         let t = tables();
-        let names = |text: &str| -> Vec<String> { t.scan(text).iter().map(|h| t.markers[h.marker].marker.clone()).collect() };
+        let names =
+            |text: &str| -> Vec<String> { t.scan(text).iter().map(|h| t.markers[h.marker].marker.clone()).collect() };
         assert!(names("the latest failed run").iter().all(|m| m != "test failed"));
         assert!(names("2 tests failed").iter().any(|m| m == "tests failed"));
         assert!(names("read ECONNRESET").iter().any(|m| m == "econnreset"));

@@ -171,9 +171,12 @@ mod tests {
 
     #[test]
     fn relative_reset() {
-        let r = find_reset(&["You've hit your usage limit. Upgrade to Pro or try again in 5 days 22 hours 11 minutes."]);
+        let r =
+            find_reset(&["You've hit your usage limit. Upgrade to Pro or try again in 5 days 22 hours 11 minutes."]);
         assert_eq!(r.after, Some((5 * 86_400 + 22 * 3_600 + 11 * 60) * NANOS_PER_SEC));
-        let r = find_reset(&[r#"{"error":{"type":"usage_limit_reached","resets_at":1775317531,"resets_in_seconds":602705}}"#]);
+        let r = find_reset(&[
+            r#"{"error":{"type":"usage_limit_reached","resets_at":1775317531,"resets_in_seconds":602705}}"#,
+        ]);
         assert_eq!(r.at, Some(1_775_317_531_000));
         assert_eq!(r.after, Some(602_705 * NANOS_PER_SEC));
     }

@@ -117,7 +117,10 @@ fn validate(r: &RunStop) -> Result<(), PolicyError> {
     }
     for (i, q) in r.quota.iter().enumerate() {
         if q.window.len() > MAX_NAME {
-            return Err(PolicyError::input(format!("situation.run_stopped.quota[{i}].window"), format!("at most {MAX_NAME} bytes")));
+            return Err(PolicyError::input(
+                format!("situation.run_stopped.quota[{i}].window"),
+                format!("at most {MAX_NAME} bytes"),
+            ));
         }
         if let Some(p) = q.percent {
             if !p.is_finite() || p < 0.0 {
@@ -204,7 +207,8 @@ fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code
     let usage = is_usage_code(code)
         || c.as_ref().is_some_and(|c| c.class == FailureClass::UsageLimit)
         || h.unified_rejected.is_some();
-    if code == "EXECUTION_FAILED" && !usage && !c.as_ref().is_some_and(|c| c.class == FailureClass::TransientTransport) {
+    if code == "EXECUTION_FAILED" && !usage && !c.as_ref().is_some_and(|c| c.class == FailureClass::TransientTransport)
+    {
         let what = match &c {
             Some(c) => format!("the evidence is classified `{}`", c.class.as_str()),
             None => "no evidence was given".to_string(),
@@ -247,7 +251,9 @@ fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code
     let mut raised = String::new();
     if budget {
         match (r.budget_tripped_at, r.budget_in_effect) {
-            (Some(t), Some(e)) if e > t => raised = format!("{cap_name} raised from {t} to {e}, so it does not trip again at once; "),
+            (Some(t), Some(e)) if e > t => {
+                raised = format!("{cap_name} raised from {t} to {e}, so it does not trip again at once; ")
+            }
             (t, e) => {
                 let values = match (t, e) {
                     (Some(t), Some(e)) => format!("tripped at {t}, {e} in effect"),
@@ -279,9 +285,9 @@ fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code
         } else if let Some(at) = c.as_ref().and_then(|c| c.reset_at) {
             Some((at, format!("the limit resets at {}{quoted}", reset::format_utc(at))))
         } else {
-            c.as_ref().and_then(|c| c.reset_after).map(|after| {
-                (later(now, after), format!("the limit resets {} from now{quoted}", human(after)))
-            })
+            c.as_ref()
+                .and_then(|c| c.reset_after)
+                .map(|after| (later(now, after), format!("the limit resets {} from now{quoted}", human(after))))
         };
         match known {
             Some((at, said)) => {
@@ -300,7 +306,14 @@ fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code
                     return d;
                 }
                 let past = if until == 0 { " (already passed)" } else { "" };
-                (delay, "usage-limit-reset", format!("usage limit: {said}{past}; resuming at the reset plus the {} margin", human(rc.reset_margin)))
+                (
+                    delay,
+                    "usage-limit-reset",
+                    format!(
+                        "usage limit: {said}{past}; resuming at the reset plus the {} margin",
+                        human(rc.reset_margin)
+                    ),
+                )
             }
             None => {
                 let delay = backoff::equal_jitter(rc.max_delay, backoff::draw(entropy, r.resumes_done as u64));
@@ -335,7 +348,11 @@ fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code
                     return d;
                 }
                 server_hint = Some(w.hint.clone());
-                (w.delay, "server-hint", format!("the server asks to wait {} (`{}`), longer than the backoff", human(w.delay), w.hint))
+                (
+                    w.delay,
+                    "server-hint",
+                    format!("the server asks to wait {} (`{}`), longer than the backoff", human(w.delay), w.hint),
+                )
             }
             _ => (
                 planned,
@@ -357,7 +374,8 @@ fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code
     let over: Vec<&QuotaReading> =
         r.quota.iter().filter(|q| q.percent.is_some_and(|p| p >= cap_pct) && !cleared(q)).collect();
     if !over.is_empty() {
-        let windows: Vec<String> = over.iter().map(|q| format!("{}={}%", q.window.trim(), q.percent.unwrap_or(0.0))).collect();
+        let windows: Vec<String> =
+            over.iter().map(|q| format!("{}={}%", q.window.trim(), q.percent.unwrap_or(0.0))).collect();
         let mut d = fact(
             Action::Terminal,
             format!(
@@ -386,7 +404,11 @@ fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code
     } else if r.quota.is_empty() {
         String::new()
     } else if r.quota.iter().any(|q| q.percent.is_none()) {
-        format!("; quota under the {}% cap where known ({}; an unknown reading never blocks: the count bounds the loop)", rc.quota_cap_percent, readings(r))
+        format!(
+            "; quota under the {}% cap where known ({}; an unknown reading never blocks: the count bounds the loop)",
+            rc.quota_cap_percent,
+            readings(r)
+        )
     } else {
         format!("; quota under the {}% cap ({})", rc.quota_cap_percent, readings(r))
     };
@@ -446,7 +468,16 @@ mod tests {
 
     #[test]
     fn every_allow_listed_code_resumes_up_to_n_and_not_beyond() {
-        for code in ["BUDGET_EXCEEDED", "TIMEOUT", "RATE_LIMITED", "NETWORK_TRANSIENT", "TOOL_FAILED_TRANSIENT", "USAGE_LIMIT_REACHED", "usage_limit_blocked", " execution-failed "] {
+        for code in [
+            "BUDGET_EXCEEDED",
+            "TIMEOUT",
+            "RATE_LIMITED",
+            "NETWORK_TRANSIENT",
+            "TOOL_FAILED_TRANSIENT",
+            "USAGE_LIMIT_REACHED",
+            "usage_limit_blocked",
+            " execution-failed ",
+        ] {
             let mut r = text(code, 0, "read tcp 10.0.0.1:443: connection reset by peer");
             r.budget_tripped_at = Some(3600);
             r.budget_in_effect = Some(7200);
@@ -468,7 +499,19 @@ mod tests {
 
     #[test]
     fn everything_else_fails_closed() {
-        for code in ["SCHEMA_VALIDATION", "AUTH_FAILED", "WORKSPACE_SAFETY", "LOOP_EXHAUSTED", "FAIL_NODE", "USER_CANCELLED", "HUMAN_PAUSED", "TOOL_FAILED_PERMANENT", "", "   ", "SOMETHING_NEW"] {
+        for code in [
+            "SCHEMA_VALIDATION",
+            "AUTH_FAILED",
+            "WORKSPACE_SAFETY",
+            "LOOP_EXHAUSTED",
+            "FAIL_NODE",
+            "USER_CANCELLED",
+            "HUMAN_PAUSED",
+            "TOOL_FAILED_PERMANENT",
+            "",
+            "   ",
+            "SOMETHING_NEW",
+        ] {
             let d = decide(NOW, 1, &on(5), &run(code, 0)).unwrap();
             assert_eq!(d.action, Action::Terminal, "{code}");
             assert!(d.reasoning.starts_with("not auto-recoverable ("), "{}", d.reasoning);
@@ -530,7 +573,8 @@ mod tests {
         let mut r = run("USAGE_LIMIT_REACHED", 0);
         r.evidence = Some(Evidence::from_text(format!("Claude AI usage limit reached|{}", reset_ms / 1000)));
         let full = |resets_at| QuotaReading { window: "5h".into(), percent: Some(100.0), resets_at };
-        r.quota = vec![full(Some(reset_ms)), QuotaReading { window: "7d".into(), percent: Some(40.0), resets_at: None }];
+        r.quota =
+            vec![full(Some(reset_ms)), QuotaReading { window: "7d".into(), percent: Some(40.0), resets_at: None }];
         let d = decide(NOW, 1, &on(3), &r).unwrap();
         assert_eq!(d.action, Action::Resume, "{}", d.reasoning);
         assert!(d.resume_at.unwrap() >= reset_ms);
@@ -545,14 +589,21 @@ mod tests {
     #[test]
     fn quota_cap_blocks_at_85_not_84_and_unknown_never() {
         let mut r = run("RATE_LIMITED", 0);
-        r.quota = vec![QuotaReading { window: "5h".into(), percent: Some(84.0), resets_at: None }, QuotaReading { window: "7d".into(), percent: None, resets_at: None }];
+        r.quota = vec![
+            QuotaReading { window: "5h".into(), percent: Some(84.0), resets_at: None },
+            QuotaReading { window: "7d".into(), percent: None, resets_at: None },
+        ];
         let d = decide(NOW, 1, &on(5), &r).unwrap();
         assert_eq!(d.action, Action::Resume);
         assert!(d.reasoning.contains("unknown reading never blocks"), "{}", d.reasoning);
         r.quota[0].percent = Some(85.0);
         let d = decide(NOW, 1, &on(5), &r).unwrap();
         assert_eq!(d.action, Action::Terminal);
-        assert!(d.reasoning.contains("quota cap 85% reached (5h=85%") && d.reasoning.contains("resume it later"), "{}", d.reasoning);
+        assert!(
+            d.reasoning.contains("quota cap 85% reached (5h=85%") && d.reasoning.contains("resume it later"),
+            "{}",
+            d.reasoning
+        );
         r.quota[0].percent = None;
         assert_eq!(decide(NOW, 1, &on(5), &r).unwrap().action, Action::Resume);
     }
@@ -600,7 +651,11 @@ mod tests {
     #[test]
     fn environmental_evidence_vetoes_an_allow_listed_code() {
         let mut r = run("RATE_LIMITED", 0);
-        r.evidence = Some(Evidence { http_status: Some(429), error_code: Some("insufficient_quota".into()), ..Default::default() });
+        r.evidence = Some(Evidence {
+            http_status: Some(429),
+            error_code: Some("insufficient_quota".into()),
+            ..Default::default()
+        });
         let d = decide(NOW, 1, &on(3), &r).unwrap();
         assert_eq!(d.action, Action::Terminal);
         assert!(d.reasoning.contains("environmental"), "{}", d.reasoning);
@@ -611,14 +666,23 @@ mod tests {
         assert_eq!(decide(NOW, 1, &on(3), &run("EXECUTION_FAILED", 0)).unwrap().action, Action::Terminal);
         let d = decide(NOW, 1, &on(3), &text("EXECUTION_FAILED", 0, "node produced an invalid verdict")).unwrap();
         assert_eq!(d.action, Action::Terminal);
-        let d = decide(NOW, 1, &on(3), &text("EXECUTION_FAILED", 0, "claude session idle for 4m0s (thinking phase) — aborting")).unwrap();
+        let d = decide(
+            NOW,
+            1,
+            &on(3),
+            &text("EXECUTION_FAILED", 0, "claude session idle for 4m0s (thinking phase) — aborting"),
+        )
+        .unwrap();
         assert_eq!(d.action, Action::Resume);
     }
 
     #[test]
     fn server_retry_after_is_a_floor_at_run_level() {
         let mut r = run("RATE_LIMITED", 0);
-        r.evidence = Some(Evidence { headers: vec![Header { name: "Retry-After".into(), value: "600".into() }], ..Default::default() });
+        r.evidence = Some(Evidence {
+            headers: vec![Header { name: "Retry-After".into(), value: "600".into() }],
+            ..Default::default()
+        });
         let d = decide(NOW, 1, &on(3), &r).unwrap();
         assert_eq!(d.delay, Some(600 * SEC));
         assert_eq!(d.server_hint.as_deref(), Some("Retry-After: 600"));

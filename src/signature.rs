@@ -404,19 +404,34 @@ mod tests {
 
     #[test]
     fn log_prefix_timestamps_are_removed() {
-        let a = signature("2024-05-01T12:34:56.789Z [worker-3] fatal: could not create work tree dir 'w': File exists", None);
-        let b = signature("[2024-06-11 08:00:01,002] [worker-7] fatal: could not create work tree dir 'w': File exists", None);
+        let a = signature(
+            "2024-05-01T12:34:56.789Z [worker-3] fatal: could not create work tree dir 'w': File exists",
+            None,
+        );
+        let b = signature(
+            "[2024-06-11 08:00:01,002] [worker-7] fatal: could not create work tree dir 'w': File exists",
+            None,
+        );
         assert_eq!(a, b);
         assert!(a.starts_with("[worker-<n>] fatal"), "{a}");
     }
 
     #[test]
     fn uuids_temp_paths_and_dates_are_normalised() {
-        let a = signature("error: lock held by 123e4567-e89b-12d3-a456-426614174000 on /tmp/.tmpA1b2Zq/lock since 2024-05-01 12:00", None);
-        let b = signature("error: lock held by 9f1c2d3e-0000-4aaa-8bbb-cccccccccccc on /tmp/.tmpQQx9/lock since 2025-01-31 23:59", None);
+        let a = signature(
+            "error: lock held by 123e4567-e89b-12d3-a456-426614174000 on /tmp/.tmpA1b2Zq/lock since 2024-05-01 12:00",
+            None,
+        );
+        let b = signature(
+            "error: lock held by 9f1c2d3e-0000-4aaa-8bbb-cccccccccccc on /tmp/.tmpQQx9/lock since 2025-01-31 23:59",
+            None,
+        );
         assert_eq!(a, b);
         assert_eq!(a, "error: lock held by <uuid> on <tmp> since <time>");
-        assert_eq!(signature("error: at C:\\Users\\bob\\AppData\\Local\\Temp\\xyz12\\a.txt: denied", None), "error: at <tmp>: denied");
+        assert_eq!(
+            signature("error: at C:\\Users\\bob\\AppData\\Local\\Temp\\xyz12\\a.txt: denied", None),
+            "error: at <tmp>: denied"
+        );
         assert_eq!(signature("error: /home/u/tmp/x missing", None), "error: /home/u/tmp/x missing");
     }
 

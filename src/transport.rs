@@ -55,11 +55,7 @@ pub fn from_classification(action: Action, c: &Classification, reasoning: String
 
 /// What a stop says: class and signal, attempts, time waited, completed steps.
 pub fn stop_summary(c: &Classification, attempts: u32, waited: Duration) -> String {
-    let steps = if c.completed_steps.is_empty() {
-        "none".to_string()
-    } else {
-        c.completed_steps.join(", ")
-    };
+    let steps = if c.completed_steps.is_empty() { "none".to_string() } else { c.completed_steps.join(", ") };
     let plural = if attempts == 1 { "" } else { "s" };
     format!(
         "{}; {attempts} attempt{plural} made, {} waited on backoff; completed steps: {steps}",
@@ -93,7 +89,10 @@ pub fn later(now: Timestamp, delay: Duration) -> Timestamp {
 ///    wait is handed to the run level, not slept inside the budget.
 pub fn decide(now: Timestamp, entropy: u64, config: &Config, s: &StepFailure) -> Result<Decision, PolicyError> {
     if s.attempt == 0 {
-        return Err(PolicyError::input("situation.step_failed.attempt", "at least 1 (the 1-based attempt that just failed)"));
+        return Err(PolicyError::input(
+            "situation.step_failed.attempt",
+            "at least 1 (the 1-based attempt that just failed)",
+        ));
     }
     if s.attempt > MAX_ATTEMPT {
         return Err(PolicyError::input("situation.step_failed.attempt", format!("at most {MAX_ATTEMPT}")));
@@ -108,7 +107,8 @@ pub fn decide(now: Timestamp, entropy: u64, config: &Config, s: &StepFailure) ->
         server_says_retry && matches!(c.class, FailureClass::Indeterminate | FailureClass::UsageLimit);
 
     let mut d = if let Some((false, hint)) = &h.should_retry {
-        let why = format!("stopped: the server said `{hint}`: no retry; {}{ignored}", stop_summary(&c, s.attempt, s.waited));
+        let why =
+            format!("stopped: the server said `{hint}`: no retry; {}{ignored}", stop_summary(&c, s.attempt, s.waited));
         server_hint = Some(hint.clone());
         from_classification(Action::Terminal, &c, why)
     } else if !allowed_by_server
@@ -122,7 +122,8 @@ pub fn decide(now: Timestamp, entropy: u64, config: &Config, s: &StepFailure) ->
             c.class = FailureClass::UsageLimit;
             c.retryable = false;
             c.signal = Some(format!("header {hint}"));
-            c.reasoning = crate::classify::reasoning(FailureClass::UsageLimit, c.signal.as_deref(), c.reset_hint.as_deref());
+            c.reasoning =
+                crate::classify::reasoning(FailureClass::UsageLimit, c.signal.as_deref(), c.reset_hint.as_deref());
             server_hint = Some(hint);
         }
         usage_limit(now, &c, &h, s, &mut server_hint, &ignored)
@@ -248,7 +249,8 @@ fn transient(
         None => (backoff::delay(t.initial_delay, t.multiplier, s.attempt - 1, u64::MAX, entropy), String::new()),
     };
     let delay = planned.min(left);
-    let clamp = if delay < planned { format!(", clamped to the {} left of the budget", human(left)) } else { String::new() };
+    let clamp =
+        if delay < planned { format!(", clamped to the {} left of the budget", human(left)) } else { String::new() };
     let why = format!(
         "{}{allowed}; retry {} of {} after {}{source}{clamp}{ignored}",
         c.reasoning,
@@ -314,7 +316,11 @@ mod tests {
         e.steps.push(StepReport { id: "prep".into(), status: "success".into(), ..Default::default() });
         let d = decide(0, 1, &Config::default(), &StepFailure { evidence: e, attempt: 1, waited: 0 }).unwrap();
         assert_eq!(d.action, Action::Terminal);
-        assert!(d.reasoning.contains("work") && d.reasoning.contains("prep") && d.reasoning.contains("1 attempt made"), "{}", d.reasoning);
+        assert!(
+            d.reasoning.contains("work") && d.reasoning.contains("prep") && d.reasoning.contains("1 attempt made"),
+            "{}",
+            d.reasoning
+        );
     }
 
     #[test]
@@ -325,7 +331,8 @@ mod tests {
 
     fn with_headers(text: &str, attempt: u32, waited: Duration, headers: &[(&str, &str)]) -> StepFailure {
         let mut s = step(text, attempt, waited);
-        s.evidence.headers = headers.iter().map(|(n, v)| Header { name: n.to_string(), value: v.to_string() }).collect();
+        s.evidence.headers =
+            headers.iter().map(|(n, v)| Header { name: n.to_string(), value: v.to_string() }).collect();
         s
     }
 
@@ -338,26 +345,35 @@ mod tests {
         assert_eq!(d.action, Action::Retry);
         assert_eq!(d.delay, Some(7 * NANOS_PER_SEC));
         assert_eq!(d.server_hint.as_deref(), Some("Retry-After: 7"));
-        let d = decide(NOW, 1, &c, &with_headers("API Error: 529", 2, 296 * NANOS_PER_SEC, &[("retry-after", "7")])).unwrap();
+        let d = decide(NOW, 1, &c, &with_headers("API Error: 529", 2, 296 * NANOS_PER_SEC, &[("retry-after", "7")]))
+            .unwrap();
         assert_eq!(d.delay, Some(4 * NANOS_PER_SEC));
         assert!(d.reasoning.contains("clamped"), "{}", d.reasoning);
     }
 
     #[test]
     fn long_hint_hands_the_wait_to_resume() {
-        let d = decide(NOW, 1, &Config::default(), &with_headers("API Error: 529", 1, 0, &[("retry-after", "7200")])).unwrap();
+        let d = decide(NOW, 1, &Config::default(), &with_headers("API Error: 529", 1, 0, &[("retry-after", "7200")]))
+            .unwrap();
         assert_eq!(d.action, Action::Resume);
         assert_eq!(d.delay, Some(7200 * NANOS_PER_SEC));
         assert_eq!(d.resume_at, Some(NOW + 7_200_000));
         assert!(d.reasoning.contains("hint_ceiling"), "{}", d.reasoning);
         // Even past the attempt cap: the wait is not slept here.
-        let d = decide(NOW, 1, &Config::default(), &with_headers("API Error: 529", 3, 0, &[("retry-after", "7200")])).unwrap();
+        let d = decide(NOW, 1, &Config::default(), &with_headers("API Error: 529", 3, 0, &[("retry-after", "7200")]))
+            .unwrap();
         assert_eq!(d.action, Action::Resume);
     }
 
     #[test]
     fn should_retry_false_stops_a_transient_failure() {
-        let d = decide(NOW, 1, &Config::default(), &with_headers("API Error: 529", 1, 0, &[("x-should-retry", "false"), ("retry-after", "1")])).unwrap();
+        let d = decide(
+            NOW,
+            1,
+            &Config::default(),
+            &with_headers("API Error: 529", 1, 0, &[("x-should-retry", "false"), ("retry-after", "1")]),
+        )
+        .unwrap();
         assert_eq!(d.action, Action::Terminal);
         assert_eq!(d.server_hint.as_deref(), Some("x-should-retry: false"));
     }
@@ -365,7 +381,8 @@ mod tests {
     #[test]
     fn should_retry_true_upgrades_unidentified_and_usage_but_not_work_or_auth() {
         let c = Config::default();
-        let d = decide(NOW, 1, &c, &with_headers("something odd happened", 1, 0, &[("x-should-retry", "true")])).unwrap();
+        let d =
+            decide(NOW, 1, &c, &with_headers("something odd happened", 1, 0, &[("x-should-retry", "true")])).unwrap();
         assert_eq!(d.action, Action::Retry);
         assert!(d.retryable);
         assert_eq!(d.server_hint.as_deref(), Some("x-should-retry: true"));
@@ -374,14 +391,16 @@ mod tests {
         assert_eq!(d.action, Action::Retry, "{}", d.reasoning);
         let d = decide(NOW, 1, &c, &with_headers(text, 1, 0, &[])).unwrap();
         assert_eq!(d.action, Action::Retry, "server-side limiting is transient without the header too");
-        let d = decide(NOW, 1, &c, &with_headers("You've hit your session limit", 1, 0, &[("x-should-retry", "true")])).unwrap();
+        let d = decide(NOW, 1, &c, &with_headers("You've hit your session limit", 1, 0, &[("x-should-retry", "true")]))
+            .unwrap();
         assert_eq!(d.action, Action::Retry, "{}", d.reasoning);
         let mut s = with_headers("unauthorized", 1, 0, &[("x-should-retry", "true")]);
         s.evidence.http_status = Some(401);
         let d = decide(NOW, 1, &c, &s).unwrap();
         assert_eq!(d.action, Action::Terminal);
         assert!(d.reasoning.contains("does not make"), "{}", d.reasoning);
-        let d = decide(NOW, 1, &c, &with_headers("test result: FAILED. 1 failed", 1, 0, &[("x-should-retry", "true")])).unwrap();
+        let d = decide(NOW, 1, &c, &with_headers("test result: FAILED. 1 failed", 1, 0, &[("x-should-retry", "true")]))
+            .unwrap();
         assert_eq!(d.action, Action::Terminal);
     }
 
@@ -389,7 +408,8 @@ mod tests {
     fn usage_limit_is_never_retried_and_quotes_the_reset() {
         let mut c = Config::default();
         c.transport.max_attempts = 10;
-        let d = decide(NOW, 1, &c, &step("You've hit your session limit · resets 12:50am (America/Los_Angeles)", 1, 0)).unwrap();
+        let d = decide(NOW, 1, &c, &step("You've hit your session limit · resets 12:50am (America/Los_Angeles)", 1, 0))
+            .unwrap();
         assert_eq!(d.action, Action::Terminal);
         assert_eq!(d.class, Some(FailureClass::UsageLimit));
         assert_eq!(d.reset_hint.as_deref(), Some("resets 12:50am (America/Los_Angeles)"));
@@ -415,7 +435,8 @@ mod tests {
 
     #[test]
     fn unparseable_hint_is_ignored_and_said() {
-        let d = decide(NOW, 1, &Config::default(), &with_headers("API Error: 529", 1, 0, &[("retry-after", "soon")])).unwrap();
+        let d = decide(NOW, 1, &Config::default(), &with_headers("API Error: 529", 1, 0, &[("retry-after", "soon")]))
+            .unwrap();
         assert_eq!(d.action, Action::Retry);
         assert!((5 * NANOS_PER_SEC..=10 * NANOS_PER_SEC).contains(&d.delay.unwrap()));
         assert_eq!(d.server_hint, None);

@@ -49,7 +49,8 @@ fn load() -> Vec<Row> {
         }
         let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), n + 1));
         let s = |k: &str| v[k].as_str().unwrap_or_else(|| panic!("{}:{}: no {k}", path.display(), n + 1)).to_string();
-        let expected = FailureClass::parse(&s("expected")).unwrap_or_else(|| panic!("{}:{}: unknown class", path.display(), n + 1));
+        let expected = FailureClass::parse(&s("expected"))
+            .unwrap_or_else(|| panic!("{}:{}: unknown class", path.display(), n + 1));
         rows.push(Row {
             id: s("id"),
             evidence: s("evidence"),
@@ -105,8 +106,15 @@ fn dev_corpus_meets_the_bar() {
             high += 1;
             high_ok += ok as usize;
         }
-        if matches!(row.expected, FailureClass::Work | FailureClass::Environmental) && c.class == FailureClass::TransientTransport {
-            false_retries.push(format!("{} expected {} got transient on {:?}", row.id, row.expected.as_str(), c.signal));
+        if matches!(row.expected, FailureClass::Work | FailureClass::Environmental)
+            && c.class == FailureClass::TransientTransport
+        {
+            false_retries.push(format!(
+                "{} expected {} got transient on {:?}",
+                row.id,
+                row.expected.as_str(),
+                c.signal
+            ));
         }
         if !ok {
             misses.push(format!(
@@ -120,7 +128,13 @@ fn dev_corpus_meets_the_bar() {
         }
     }
 
-    let order = [FailureClass::TransientTransport, FailureClass::Environmental, FailureClass::UsageLimit, FailureClass::Work, FailureClass::Indeterminate];
+    let order = [
+        FailureClass::TransientTransport,
+        FailureClass::Environmental,
+        FailureClass::UsageLimit,
+        FailureClass::Work,
+        FailureClass::Indeterminate,
+    ];
     let mut out = String::from("\nconfusion matrix (rows: expected, columns: actual)\n");
     out.push_str(&format!("{:<11}", "expected"));
     for a in order {

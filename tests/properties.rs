@@ -145,16 +145,21 @@ fn code_markers() -> Vec<String> {
 }
 
 fn facts() -> impl Strategy<Value = Facts> {
-    let status = prop_oneof![Just(None), select(vec![408u16, 429, 500, 502, 503, 504, 529]).prop_map(Some), any::<u16>().prop_map(Some)];
+    let status = prop_oneof![
+        Just(None),
+        select(vec![408u16, 429, 500, 502, 503, 504, 529]).prop_map(Some),
+        any::<u16>().prop_map(Some)
+    ];
     let code = prop_oneof![Just(None), select(code_markers()).prop_map(Some), "[a-z_]{0,20}".prop_map(Some)];
-    let exit = prop_oneof![Just(None), any::<i32>().prop_map(Some), select(vec![1, 2, 124, 126, 127, 130, 137, 143]).prop_map(Some)];
-    let signal = prop_oneof![Just(None), select(vec!["SIGKILL", "SIGTERM", "SIGSEGV"]).prop_map(|s| Some(s.to_string()))];
-    (status, code.clone(), code, exit, signal).prop_map(|(http_status, error_code, error_type, exit_code, signal)| Facts {
-        http_status,
-        error_code,
-        error_type,
-        exit_code,
-        signal,
+    let exit = prop_oneof![
+        Just(None),
+        any::<i32>().prop_map(Some),
+        select(vec![1, 2, 124, 126, 127, 130, 137, 143]).prop_map(Some)
+    ];
+    let signal =
+        prop_oneof![Just(None), select(vec!["SIGKILL", "SIGTERM", "SIGSEGV"]).prop_map(|s| Some(s.to_string()))];
+    (status, code.clone(), code, exit, signal).prop_map(|(http_status, error_code, error_type, exit_code, signal)| {
+        Facts { http_status, error_code, error_type, exit_code, signal }
     })
 }
 
@@ -169,7 +174,15 @@ fn with_facts(mut e: Evidence, f: &Facts) -> Evidence {
 
 /// Evidence with `line` placed at `pos` among the noise lines in field `f`,
 /// more noise in field `g`, and arbitrary facts.
-fn evidence_with(line: String, pos: usize, lines: Vec<String>, f: Field, more: Vec<String>, g: Field, facts: &Facts) -> Evidence {
+fn evidence_with(
+    line: String,
+    pos: usize,
+    lines: Vec<String>,
+    f: Field,
+    more: Vec<String>,
+    g: Field,
+    facts: &Facts,
+) -> Evidence {
     let mut lines = lines;
     let pos = pos % (lines.len() + 1);
     lines.insert(pos, line);
@@ -283,13 +296,21 @@ proptest! {
 #[test]
 fn the_auth_text_markers_exist() {
     // The property above is not vacuous: the tables name 401 and 403 in prose.
-    let n = text_markers(|m| m.class == FailureClass::Environmental && (m.marker.contains("401") || m.marker.contains("403"))).len();
+    let n = text_markers(|m| {
+        m.class == FailureClass::Environmental && (m.marker.contains("401") || m.marker.contains("403"))
+    })
+    .len();
     assert!(n >= 4, "{n}");
 }
 
 // ---------------------------------------------------------------- backoff
 
-const TRANSIENT: [&str; 4] = ["API Error: 529 Overloaded", "read ECONNRESET", "socket hang up", "upstream connect error or disconnect/reset before headers"];
+const TRANSIENT: [&str; 4] = [
+    "API Error: 529 Overloaded",
+    "read ECONNRESET",
+    "socket hang up",
+    "upstream connect error or disconnect/reset before headers",
+];
 
 proptest! {
     #![proptest_config(cases(256))]
@@ -435,7 +456,13 @@ fn event() -> impl Strategy<Value = HistoryEvent> {
 }
 
 fn any_evidence() -> impl Strategy<Value = Evidence> {
-    (prop::collection::vec(noise(), 0..5), field(), facts(), server_headers(), prop::collection::vec((any::<String>(), select(vec!["success", "error", "failed", ""])), 0..3))
+    (
+        prop::collection::vec(noise(), 0..5),
+        field(),
+        facts(),
+        server_headers(),
+        prop::collection::vec((any::<String>(), select(vec!["success", "error", "failed", ""])), 0..3),
+    )
         .prop_map(|(lines, f, facts, headers, steps)| {
             let mut e = Evidence::default();
             for (id, status) in steps {
@@ -451,7 +478,16 @@ fn any_evidence() -> impl Strategy<Value = Evidence> {
 fn code() -> impl Strategy<Value = String> {
     prop_oneof![
         select(ALLOW_LIST.to_vec()).prop_map(str::to_string),
-        select(vec!["rate-limited", " timeout ", "usage limit reached", "AUTH_FAILED", "LOOP_EXHAUSTED", "", "SOMETHING_NEW"]).prop_map(str::to_string),
+        select(vec![
+            "rate-limited",
+            " timeout ",
+            "usage limit reached",
+            "AUTH_FAILED",
+            "LOOP_EXHAUSTED",
+            "",
+            "SOMETHING_NEW"
+        ])
+        .prop_map(str::to_string),
         ".{0,70}",
     ]
 }
@@ -463,7 +499,10 @@ fn run_stop() -> impl Strategy<Value = RunStop> {
         prop::option::of(select(vec!["max-duration", "max-cost"])),
         prop::option::of(0u64..10_000),
         prop::option::of(0u64..10_000),
-        prop::collection::vec((select(vec!["5h", "7d", ""]), prop::option::of((0u32..=240).prop_map(|x| x as f64 / 2.0))), 0..3),
+        prop::collection::vec(
+            (select(vec!["5h", "7d", ""]), prop::option::of((0u32..=240).prop_map(|x| x as f64 / 2.0))),
+            0..3,
+        ),
         prop::option::of(any_evidence()),
     )
         .prop_map(|(code, resumes_done, cap, tripped, effect, quota, evidence)| RunStop {
@@ -472,7 +511,10 @@ fn run_stop() -> impl Strategy<Value = RunStop> {
             budget_cap: cap.map(str::to_string),
             budget_tripped_at: tripped,
             budget_in_effect: effect,
-            quota: quota.into_iter().map(|(w, p)| QuotaReading { window: w.into(), percent: p, resets_at: None }).collect(),
+            quota: quota
+                .into_iter()
+                .map(|(w, p)| QuotaReading { window: w.into(), percent: p, resets_at: None })
+                .collect(),
             evidence,
         })
 }
@@ -481,9 +523,18 @@ fn situation() -> impl Strategy<Value = Situation> {
     prop_oneof![
         (any_evidence(), 0u32..=12, prop_oneof![0u64..=400 * SEC, any::<u64>()])
             .prop_map(|(evidence, attempt, waited)| Situation::StepFailed(StepFailure { evidence, attempt, waited })),
-        (select(vec!["build", "review", "nope"]), select(vec!["builder", "inspector"]), prop::collection::vec(event(), 0..24))
-            .prop_map(|(breaker, actor, history)| Situation::WorkFailed(WorkFailure { breaker: breaker.into(), actor: actor.into(), history })),
-        prop::collection::vec(NOW - 2 * 3_600_000..NOW + 1, 0..8).prop_map(|failures| Situation::TaskFailed(TaskFailure { failures })),
+        (
+            select(vec!["build", "review", "nope"]),
+            select(vec!["builder", "inspector"]),
+            prop::collection::vec(event(), 0..24)
+        )
+            .prop_map(|(breaker, actor, history)| Situation::WorkFailed(WorkFailure {
+                breaker: breaker.into(),
+                actor: actor.into(),
+                history
+            })),
+        prop::collection::vec(NOW - 2 * 3_600_000..NOW + 1, 0..8)
+            .prop_map(|failures| Situation::TaskFailed(TaskFailure { failures })),
         (".{0,20}", 0u32..6).prop_map(|(name, count)| Situation::CycleEntered(CycleEntry { name, count })),
         run_stop().prop_map(Situation::RunStopped),
     ]
@@ -502,7 +553,12 @@ fn config() -> impl Strategy<Value = Config> {
 }
 
 fn state() -> impl Strategy<Value = State> {
-    (any::<u64>(), any::<u64>(), config(), situation()).prop_map(|(now, entropy, config, situation)| State { now, entropy, config, situation })
+    (any::<u64>(), any::<u64>(), config(), situation()).prop_map(|(now, entropy, config, situation)| State {
+        now,
+        entropy,
+        config,
+        situation,
+    })
 }
 
 proptest! {
@@ -567,10 +623,8 @@ fn ask(config: &Config, history: Vec<HistoryEvent>) -> Decision {
 /// Events that are no count boundary and no manual control: failures and
 /// successes of other actors.
 fn bystander() -> impl Strategy<Value = HistoryEvent> {
-    (select(vec![EventKind::Failure, EventKind::Success]), detail()).prop_map(|(kind, detail)| HistoryEvent {
-        kind,
-        ..failure("inspector", &detail, None)
-    })
+    (select(vec![EventKind::Failure, EventKind::Success]), detail())
+        .prop_map(|(kind, detail)| HistoryEvent { kind, ..failure("inspector", &detail, None) })
 }
 
 proptest! {

@@ -29,7 +29,8 @@ use backstop_host::{Backstop, Limits, Origin, COMPONENT};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
 
 /// The deciding line every evidence text ends with (a real Anthropic overload).
-const SIGNAL: &str = "API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n";
+const SIGNAL: &str =
+    "API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n";
 
 /// Evidence sizes: name and bytes.
 const SIZES: [(&str, usize); 4] = [("200B", 200), ("2KiB", 2 << 10), ("64KiB", 64 << 10), ("1MiB", 1 << 20)];
@@ -43,9 +44,22 @@ fn evidence_text(len: usize) -> String {
     while s.len() + SIGNAL.len() < len {
         let line = match n % 4 {
             0 => format!("   Compiling widget-{n} v0.{}.3 (/work/app/crates/widget-{n})\n", n % 17),
-            1 => format!("[2026-05-01T12:{:02}:{:02}Z] step build-{n}: wrote {} bytes to /tmp/out/obj{n}.o\n", n % 60, n % 59, 4096 + n),
-            2 => format!("    running {} checks in module app::store::case_{n}, seed {}\n", n % 40 + 1, n.wrapping_mul(2654435761)),
-            _ => format!("  -> fetched https://example.org/pkg/{n}/archive.tar.gz ({} KiB) in {} ms\n", n % 900 + 10, n % 300 + 1),
+            1 => format!(
+                "[2026-05-01T12:{:02}:{:02}Z] step build-{n}: wrote {} bytes to /tmp/out/obj{n}.o\n",
+                n % 60,
+                n % 59,
+                4096 + n
+            ),
+            2 => format!(
+                "    running {} checks in module app::store::case_{n}, seed {}\n",
+                n % 40 + 1,
+                n.wrapping_mul(2654435761)
+            ),
+            _ => format!(
+                "  -> fetched https://example.org/pkg/{n}/archive.tar.gz ({} KiB) in {} ms\n",
+                n % 900 + 10,
+                n % 300 + 1
+            ),
         };
         s.push_str(&line);
         n += 1;
@@ -157,7 +171,8 @@ fn vector_case(file: &str, id: &str) -> serde_json::Value {
 fn states() -> Vec<(&'static str, State)> {
     let transport = vector_case(include_str!("../../tests/vectors/next-action-transport.json"), "retry-second-529");
     let story = vector_case(include_str!("../../tests/vectors/story-breaker.json"), "story-breaker-manual-unblock");
-    let resume = vector_case(include_str!("../../tests/vectors/next-action-resume.json"), "resume-usage-unified-header");
+    let resume =
+        vector_case(include_str!("../../tests/vectors/next-action-resume.json"), "resume-usage-unified-header");
     let last_step = story["steps"].as_array().and_then(|s| s.last()).expect("story has steps")["input"].clone();
     vec![
         ("transport-retry", serde_json::from_value(transport["input"].clone()).expect("state")),
@@ -186,14 +201,17 @@ fn classify_sizes(c: &mut Criterion) {
         assert!(naive.classify(tail(text, opts.scan_bytes)).is_some(), "naive at {name} finds the signal line");
         assert!(real.scan(text).len() <= real.scan(SIGNAL).len(), "filler text must hold no marker");
 
-        g.bench_with_input(BenchmarkId::new("native", name), &ev, |b, ev| b.iter(|| classify_with(black_box(ev), &opts)));
+        g.bench_with_input(BenchmarkId::new("native", name), &ev, |b, ev| {
+            b.iter(|| classify_with(black_box(ev), &opts))
+        });
         g.bench_with_input(BenchmarkId::new("component", name), &ev, |b, ev| {
             b.iter(|| host.classify(black_box(ev)).expect("component classifies"))
         });
         if name == "64KiB" {
             // The same call with fuel metering off, to split the component's cost.
-            let mut unmetered = Backstop::from_bytes(COMPONENT, backstop_host::Limits { fuel: None, ..Default::default() })
-                .expect("component compiles");
+            let mut unmetered =
+                Backstop::from_bytes(COMPONENT, backstop_host::Limits { fuel: None, ..Default::default() })
+                    .expect("component compiles");
             expect_transient(&unmetered.classify(&ev).expect("component classifies"));
             g.bench_with_input(BenchmarkId::new("component-unmetered", name), &ev, |b, ev| {
                 b.iter(|| unmetered.classify(black_box(ev)).expect("component classifies"))
@@ -204,7 +222,9 @@ fn classify_sizes(c: &mut Criterion) {
         });
         if len > opts.scan_bytes {
             expect_transient(&classify_with(&ev, &full));
-            g.bench_with_input(BenchmarkId::new("native-full", name), &ev, |b, ev| b.iter(|| classify_with(black_box(ev), &full)));
+            g.bench_with_input(BenchmarkId::new("native-full", name), &ev, |b, ev| {
+                b.iter(|| classify_with(black_box(ev), &full))
+            });
             g.bench_with_input(BenchmarkId::new("naive-full", name), &ev, |b, ev| {
                 b.iter(|| naive.classify(black_box(ev).text.as_deref().unwrap()))
             });
@@ -223,7 +243,9 @@ fn marker_counts(c: &mut Criterion) {
         let name = format!("{factor}x");
         expect_transient(&classify_in(&t, &ev, &opts));
         assert!(naive.classify(ev.text.as_deref().unwrap()).is_some());
-        g.bench_with_input(BenchmarkId::new("single-pass", &name), &ev, |b, ev| b.iter(|| classify_in(&t, black_box(ev), &opts)));
+        g.bench_with_input(BenchmarkId::new("single-pass", &name), &ev, |b, ev| {
+            b.iter(|| classify_in(&t, black_box(ev), &opts))
+        });
         g.bench_with_input(BenchmarkId::new("naive", &name), &ev, |b, ev| {
             b.iter(|| naive.classify(black_box(ev).text.as_deref().unwrap()))
         });
@@ -238,7 +260,9 @@ fn next_actions(c: &mut Criterion) {
         let native = backstop::next_action(&state).expect("vector state is valid");
         let through = host.next_action(&state).expect("component runs").expect("vector state is valid");
         assert_eq!(native, through, "{name}: the component decides as the core does");
-        g.bench_with_input(BenchmarkId::new("native", name), &state, |b, s| b.iter(|| backstop::next_action(black_box(s))));
+        g.bench_with_input(BenchmarkId::new("native", name), &state, |b, s| {
+            b.iter(|| backstop::next_action(black_box(s)))
+        });
         g.bench_with_input(BenchmarkId::new("component", name), &state, |b, s| {
             b.iter(|| host.next_action(black_box(s)).expect("component runs"))
         });

@@ -16,7 +16,11 @@ use clap::{Parser, Subcommand};
 const MAX_INPUT: u64 = 64 << 20;
 
 #[derive(Parser)]
-#[command(name = "backstop", version, about = "Classify agent-pipeline failures and decide the next action, through the Backstop WebAssembly component")]
+#[command(
+    name = "backstop",
+    version,
+    about = "Classify agent-pipeline failures and decide the next action, through the Backstop WebAssembly component"
+)]
 struct Cli {
     /// Most linear memory the component may use, in MiB.
     #[arg(long, global = true, default_value_t = 256)]
@@ -117,9 +121,7 @@ fn read_input(file: Option<&Path>) -> Result<Vec<u8>, Fail> {
 }
 
 fn read_bounded(r: impl Read, buf: &mut Vec<u8>, name: &str) -> Result<(), Fail> {
-    r.take(MAX_INPUT + 1)
-        .read_to_end(buf)
-        .map_err(|e| Fail(2, format!("cannot read {name}: {e}")))?;
+    r.take(MAX_INPUT + 1).read_to_end(buf).map_err(|e| Fail(2, format!("cannot read {name}: {e}")))?;
     if buf.len() as u64 > MAX_INPUT {
         return Err(Fail(2, format!("{name} is larger than {} MiB", MAX_INPUT >> 20)));
     }
@@ -230,7 +232,14 @@ fn classify_jsonl(cli: &Cli, file: Option<&Path>) -> Result<(), Fail> {
 }
 
 /// Asks the component and prints the decision and its marker line.
-fn ask(b: &mut Backstop, label: &str, now: u64, entropy: u64, config: &m::Config, situation: m::Situation) -> Result<m::Decision, Fail> {
+fn ask(
+    b: &mut Backstop,
+    label: &str,
+    now: u64,
+    entropy: u64,
+    config: &m::Config,
+    situation: m::Situation,
+) -> Result<m::Decision, Fail> {
     let state = m::State { now, entropy, config: config.clone(), situation };
     let d = b.next_action(&state)?.map_err(|e| Fail(1, e.to_string()))?;
     println!("{label} -> {} ({})", d.action.as_str(), d.reasoning);
@@ -246,7 +255,8 @@ fn demo(b: &mut Backstop) -> Result<(), Fail> {
     const MIN_MS: u64 = 60_000;
     let hours_in: u64 = 1_790_000_000_000 + 6 * 3_600_000; // six hours into the run, ms
     let defaults = m::Config::default();
-    let completed = ["workflow-prep", "workflow-worktree", "workflow-design", "workflow-tdd", "workflow-refactor-review"];
+    let completed =
+        ["workflow-prep", "workflow-worktree", "workflow-design", "workflow-tdd", "workflow-refactor-review"];
     let step_failed = |stdout: &str, attempt: u32, waited: u64| -> m::Situation {
         let mut steps: Vec<m::StepReport> = completed
             .iter()
@@ -260,22 +270,38 @@ fn demo(b: &mut Backstop) -> Result<(), Fail> {
             exit_code: Some(1),
             ..Default::default()
         });
-        m::Situation::StepFailed(m::StepFailure { evidence: m::Evidence { steps, ..Default::default() }, attempt, waited })
+        m::Situation::StepFailed(m::StepFailure {
+            evidence: m::Evidence { steps, ..Default::default() },
+            attempt,
+            waited,
+        })
     };
     let overloaded = "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.\nIf it persists, check https://status.claude.com.";
 
     println!("== Scenario 1: the seed incident. Five phases done, six hours in; step 12 says only `exit 1`, its stdout holds a 529.");
     let (mut waited, mut now) = (0u64, hours_in);
     for attempt in 1..=2u32 {
-        let d = ask(b, &format!("attempt {attempt} failed"), now, 0x5eed_0000 + attempt as u64, &defaults, step_failed(overloaded, attempt, waited))?;
+        let d = ask(
+            b,
+            &format!("attempt {attempt} failed"),
+            now,
+            0x5eed_0000 + attempt as u64,
+            &defaults,
+            step_failed(overloaded, attempt, waited),
+        )?;
         let delay = d.delay.unwrap_or(0);
         waited += delay;
         now += delay / 1_000_000;
     }
-    println!("attempt 3 succeeded after {}s of backoff: the six-hour run goes on with its five completed phases.", waited / SEC);
+    println!(
+        "attempt 3 succeeded after {}s of backoff: the six-hour run goes on with its five completed phases.",
+        waited / SEC
+    );
 
     println!();
-    println!("== Scenario 2: the retry meets a real failure. The 529 retries; then the tests fail, which no retry can fix.");
+    println!(
+        "== Scenario 2: the retry meets a real failure. The 529 retries; then the tests fail, which no retry can fix."
+    );
     let d = ask(b, "attempt 1 failed", hours_in, 7, &defaults, step_failed(overloaded, 1, 0))?;
     let delay = d.delay.unwrap_or(0);
     let tests_failed = "running 4 tests\ntest result: FAILED. 3 passed; 1 failed";
@@ -288,7 +314,14 @@ fn demo(b: &mut Backstop) -> Result<(), Fail> {
     let mut at = hours_in;
     loop {
         failures.push(at);
-        let d = ask(b, &format!("task failure {}", failures.len()), at, 0, &defaults, m::Situation::TaskFailed(m::TaskFailure { failures: failures.clone() }))?;
+        let d = ask(
+            b,
+            &format!("task failure {}", failures.len()),
+            at,
+            0,
+            &defaults,
+            m::Situation::TaskFailed(m::TaskFailure { failures: failures.clone() }),
+        )?;
         match d.delay {
             Some(delay) if d.action == m::Action::Proceed => at += delay / 1_000_000 + MIN_MS / 2,
             _ => break,
@@ -297,7 +330,9 @@ fn demo(b: &mut Backstop) -> Result<(), Fail> {
     println!("{} failures instead of 84, then the work is blocked until a human unblocks it.", failures.len());
 
     println!();
-    println!("== Scenario 4: a run stops on a usage limit whose reset is stated as an epoch; auto-resume is on (3 resumes).");
+    println!(
+        "== Scenario 4: a run stops on a usage limit whose reset is stated as an epoch; auto-resume is on (3 resumes)."
+    );
     let mut config = m::Config::default();
     config.resume.max_resumes = 3;
     let reset_s = hours_in / 1000 + 2 * 3600;
@@ -308,7 +343,10 @@ fn demo(b: &mut Backstop) -> Result<(), Fail> {
     };
     let d = ask(b, "run stopped", hours_in, 3, &config, m::Situation::RunStopped(stop))?;
     if let Some(at) = d.resume_at {
-        println!("The run resumes by itself at {} (the reset plus a margin), no human needed.", backstop::reset::format_utc(at));
+        println!(
+            "The run resumes by itself at {} (the reset plus a margin), no human needed.",
+            backstop::reset::format_utc(at)
+        );
     }
     Ok(())
 }

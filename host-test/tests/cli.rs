@@ -12,7 +12,6 @@ fn json_out(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
 }
 
-
 const SEED_STEP: &str = "agent step failed: amplihack claude failed (exit 1)\nAPI Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.\nIf it persists, check https://status.claude.com.\n";
 
 #[test]
@@ -40,7 +39,8 @@ fn classify_jsonl_handles_200_lines_in_order_in_one_process() {
     let f = tmp("two-hundred.jsonl", input.as_bytes());
     let o = backstop(&["classify", "--jsonl", f.to_str().unwrap()], b"");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let lines: Vec<Value> = String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> =
+        String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 200);
     for (i, v) in lines.iter().enumerate() {
         assert_eq!(v["class"], classes[i % 4], "line {}", i + 1);
@@ -49,7 +49,10 @@ fn classify_jsonl_handles_200_lines_in_order_in_one_process() {
 
 #[test]
 fn classify_jsonl_reports_a_bad_line_and_keeps_alignment() {
-    let o = backstop(&["classify", "--jsonl"], b"{\"text\":\"socket hang up\"}\nnot json\n{\"evidence\":\"invalid x-api-key\"}\n");
+    let o = backstop(
+        &["classify", "--jsonl"],
+        b"{\"text\":\"socket hang up\"}\nnot json\n{\"evidence\":\"invalid x-api-key\"}\n",
+    );
     assert_eq!(o.status.code(), Some(2));
     let out = String::from_utf8(o.stdout).unwrap();
     let lines: Vec<&str> = out.lines().collect();
@@ -93,7 +96,10 @@ fn bad_input_exits_2_naming_the_problem() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("invalid type") && err.contains("three"), "{err}");
 
-    let o = backstop(&["next-action"], br#"{"situation":{"step_failed":{"attempt":1}},"config":{"transport":{"max_attempts":11}}}"#);
+    let o = backstop(
+        &["next-action"],
+        br#"{"situation":{"step_failed":{"attempt":1}},"config":{"transport":{"max_attempts":11}}}"#,
+    );
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("config.transport.max_attempts") && err.contains("at most 10"), "{err}");

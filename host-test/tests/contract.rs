@@ -43,7 +43,9 @@ fn component(b: &mut Backstop, call: &Call) -> Answer {
                 Err(e) => Err(serde_json::to_value(e).unwrap()),
             }
         }
-        Call::Signature(detail, check) => Ok(Value::String(b.signature(detail, check.as_deref()).expect("signature call"))),
+        Call::Signature(detail, check) => {
+            Ok(Value::String(b.signature(detail, check.as_deref()).expect("signature call")))
+        }
     }
 }
 
@@ -69,7 +71,8 @@ fn all_vectors_pass_through_the_component_and_agree_with_native() {
     });
     println!("component (wasmtime host): {count} vectors");
     // scripts/test compares this count with the Python and JavaScript hosts'.
-    let _ = std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("vector-count-rust"), count.to_string());
+    let _ =
+        std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("vector-count-rust"), count.to_string());
     assert!(count > 0);
     assert!(failures.is_empty(), "{} of {count} vectors failed:\n{}", failures.len(), failures.join("\n"));
     assert!(disagreements.is_empty(), "component and native disagree:\n{}", disagreements.join("\n"));
@@ -84,7 +87,8 @@ fn info_and_default_config_match_native() {
 
 #[test]
 fn fuel_limit_names_the_limit_and_the_next_call_recovers() {
-    let mut b = Backstop::from_bytes(backstop_host::COMPONENT, Limits { fuel: Some(10_000), ..Limits::default() }).unwrap();
+    let mut b =
+        Backstop::from_bytes(backstop_host::COMPONENT, Limits { fuel: Some(10_000), ..Limits::default() }).unwrap();
     let big = m::Evidence::from_text("x".repeat(64 * 1024) + " API Error: 529");
     let err = b.classify(&big).unwrap_err();
     assert!(matches!(err, HostError::FuelLimit { limit: 10_000 }), "{err:?}");
@@ -97,14 +101,16 @@ fn fuel_limit_names_the_limit_and_the_next_call_recovers() {
 #[test]
 fn unmetered_component_answers_as_the_metered_one() {
     let mut metered = Backstop::new().unwrap();
-    let mut unmetered = Backstop::from_bytes(backstop_host::COMPONENT, Limits { fuel: None, ..Limits::default() }).unwrap();
+    let mut unmetered =
+        Backstop::from_bytes(backstop_host::COMPONENT, Limits { fuel: None, ..Limits::default() }).unwrap();
     let e = m::Evidence::from_text("x".repeat(64 * 1024) + " API Error: 529");
     assert_eq!(metered.classify(&e).unwrap(), unmetered.classify(&e).unwrap());
 }
 
 #[test]
 fn memory_limit_names_the_limit() {
-    let mut b = Backstop::from_bytes(backstop_host::COMPONENT, Limits { memory_bytes: 2 << 20, ..Limits::default() }).unwrap();
+    let mut b =
+        Backstop::from_bytes(backstop_host::COMPONENT, Limits { memory_bytes: 2 << 20, ..Limits::default() }).unwrap();
     let big = m::Evidence::from_text("y".repeat(4 << 20));
     let err = b.classify(&big).unwrap_err();
     assert!(matches!(err, HostError::MemoryLimit { limit, .. } if limit == 2 << 20), "{err:?}");

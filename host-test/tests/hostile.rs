@@ -24,7 +24,10 @@ const NOW: u64 = 1_790_000_000_000;
 /// One compiled component for the whole test binary (compiling is slow in debug).
 fn component() -> MutexGuard<'static, Backstop> {
     static B: OnceLock<Mutex<Backstop>> = OnceLock::new();
-    let guard = B.get_or_init(|| Mutex::new(Backstop::new().expect("the component loads"))).lock().unwrap_or_else(|p| p.into_inner());
+    let guard = B
+        .get_or_init(|| Mutex::new(Backstop::new().expect("the component loads")))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
     guard
 }
 
@@ -66,7 +69,8 @@ fn evidence_of_16_mib_is_classified_by_its_tail_within_the_memory_limit() {
     let text = sixteen_mib_then("API Error: 529 Overloaded. This is a server-side issue, usually temporary.");
     assert!(text.len() > 16 * MIB);
     // Under the default limits (256 MiB of linear memory).
-    let c = with_limits(Limits::default(), |b| b.classify(&m::Evidence::from_text(text.clone()))).expect("no trap, no limit hit");
+    let c = with_limits(Limits::default(), |b| b.classify(&m::Evidence::from_text(text.clone())))
+        .expect("no trap, no limit hit");
     assert_eq!(c.class, m::FailureClass::TransientTransport, "{}", c.reasoning);
     assert_eq!(c.signal.as_deref(), Some("api error: 529"));
     assert!(c.evidence.len() < 4096, "the echo stays bounded: {} bytes", c.evidence.len());
@@ -74,13 +78,21 @@ fn evidence_of_16_mib_is_classified_by_its_tail_within_the_memory_limit() {
 
     // Bounded: the whole call fits in 64 MiB, four times the input, so the
     // component holds the input about once and scans only its tail.
-    let c = with_limits(Limits { memory_bytes: 64 * MIB, ..Limits::default() }, |b| b.classify(&m::Evidence::from_text(text.clone())))
-        .expect("16 MiB of evidence fits in 64 MiB of linear memory");
+    let c = with_limits(Limits { memory_bytes: 64 * MIB, ..Limits::default() }, |b| {
+        b.classify(&m::Evidence::from_text(text.clone()))
+    })
+    .expect("16 MiB of evidence fits in 64 MiB of linear memory");
     assert_eq!(c.class, m::FailureClass::TransientTransport);
 
     // The same in a failed step's stdout, as a whole next-action decision.
     let evidence = m::Evidence {
-        steps: vec![m::StepReport { id: "step-12".into(), status: "error".into(), stdout: Some(text), exit_code: Some(1), ..Default::default() }],
+        steps: vec![m::StepReport {
+            id: "step-12".into(),
+            status: "error".into(),
+            stdout: Some(text),
+            exit_code: Some(1),
+            ..Default::default()
+        }],
         ..Default::default()
     };
     let s = state(m::Config::default(), m::Situation::StepFailed(m::StepFailure { evidence, attempt: 1, waited: 0 }));
@@ -124,7 +136,10 @@ fn failure(detail: &str) -> m::HistoryEvent {
 }
 
 fn work_failed(history: Vec<m::HistoryEvent>) -> m::State {
-    state(m::Config::default(), m::Situation::WorkFailed(m::WorkFailure { breaker: "build".into(), actor: "builder".into(), history }))
+    state(
+        m::Config::default(),
+        m::Situation::WorkFailed(m::WorkFailure { breaker: "build".into(), actor: "builder".into(), history }),
+    )
 }
 
 #[test]
@@ -145,9 +160,11 @@ fn a_history_of_100000_events_is_answered_through_the_component() {
     assert_eq!((d.action, d.attempt), (m::Action::Block, 100_000), "{}", d.reasoning);
 
     // Alternating faults: the count stops at the first change.
-    let history: Vec<m::HistoryEvent> =
-        (0..100_000).map(|i| failure(if i % 2 == 0 { "error: disk full" } else { "error: linker `cc` not found" })).collect();
-    let d = with_limits(Limits::default(), |b| b.next_action(&work_failed(history))).expect("no trap").expect("a decision");
+    let history: Vec<m::HistoryEvent> = (0..100_000)
+        .map(|i| failure(if i % 2 == 0 { "error: disk full" } else { "error: linker `cc` not found" }))
+        .collect();
+    let d =
+        with_limits(Limits::default(), |b| b.next_action(&work_failed(history))).expect("no trap").expect("a decision");
     assert_eq!((d.action, d.attempt), (m::Action::Proceed, 1), "{}", d.reasoning);
 }
 
@@ -176,7 +193,12 @@ fn nul_and_control_characters_pass_through_the_component() {
     assert_eq!(c, backstop::classify(&m::Evidence::from_text(text)));
 
     let e = m::Evidence {
-        steps: vec![m::StepReport { id: "\0step\0".into(), status: "\0".into(), stderr: Some("\0test result: FAILED.\0".into()), ..Default::default() }],
+        steps: vec![m::StepReport {
+            id: "\0step\0".into(),
+            status: "\0".into(),
+            stderr: Some("\0test result: FAILED.\0".into()),
+            ..Default::default()
+        }],
         error_code: Some("\0".into()),
         headers: vec![m::Header { name: "retry-after\0".into(), value: "\0".into() }],
         ..Default::default()
@@ -230,30 +252,82 @@ fn table() -> Vec<Row> {
     vec![
         row("config.transport.max_attempts", vec![json!(1), json!(10)], vec![json!(0), json!(11)]),
         row("config.transport.budget", vec![json!(1_000_000), json!(DAY)], vec![json!(999_999), json!(DAY + 1)]),
-        row("config.transport.initial_delay", vec![json!(1_000_000), json!(HOUR)], vec![json!(999_999), json!(HOUR + 1)]),
+        row(
+            "config.transport.initial_delay",
+            vec![json!(1_000_000), json!(HOUR)],
+            vec![json!(999_999), json!(HOUR + 1)],
+        ),
         row("config.transport.multiplier", vec![json!(1), json!(10)], vec![json!(0), json!(11)]),
         row("config.transport.hint_ceiling", vec![json!(SEC), json!(DAY)], vec![json!(SEC - 1), json!(DAY + 1)]),
         row("config.evidence.scan_bytes", vec![json!(256), json!(16 * MIB)], vec![json!(255), json!(16 * MIB + 1)]),
         row("config.evidence.echo_bytes", vec![json!(0), json!(65_536)], vec![json!(65_537)]),
         row("config.resume.max_resumes", vec![json!(0), json!(100)], vec![json!(101)]),
-        Row { field: "config.resume.base_delay", with: vec![("/resume/max_delay", json!(DAY))], at: vec![json!(SEC), json!(HOUR)], beyond: vec![json!(SEC - 1), json!(HOUR + 1)] },
-        Row { field: "config.resume.max_delay", with: vec![("/resume/base_delay", json!(SEC))], at: vec![json!(SEC), json!(DAY)], beyond: vec![json!(SEC - 1), json!(DAY + 1)] },
+        Row {
+            field: "config.resume.base_delay",
+            with: vec![("/resume/max_delay", json!(DAY))],
+            at: vec![json!(SEC), json!(HOUR)],
+            beyond: vec![json!(SEC - 1), json!(HOUR + 1)],
+        },
+        Row {
+            field: "config.resume.max_delay",
+            with: vec![("/resume/base_delay", json!(SEC))],
+            at: vec![json!(SEC), json!(DAY)],
+            beyond: vec![json!(SEC - 1), json!(DAY + 1)],
+        },
         row("config.resume.quota_cap_percent", vec![json!(1), json!(100)], vec![json!(0), json!(101)]),
         row("config.resume.reset_margin", vec![json!(0), json!(HOUR)], vec![json!(HOUR + 1)]),
-        row("config.resume.max_reset_wait", vec![json!(MIN), json!(31 * DAY)], vec![json!(MIN - 1), json!(31 * DAY + 1)]),
+        row(
+            "config.resume.max_reset_wait",
+            vec![json!(MIN), json!(31 * DAY)],
+            vec![json!(MIN - 1), json!(31 * DAY + 1)],
+        ),
         row("config.breakers", vec![json!([]), breakers(32)], vec![breakers(33)]),
-        row("config.breakers[0].kind", vec![json!("b"), json!("k".repeat(64))], vec![json!(""), json!("  "), json!("k".repeat(65)), json!("window"), json!("cycle")]),
+        row(
+            "config.breakers[0].kind",
+            vec![json!("b"), json!("k".repeat(64))],
+            vec![json!(""), json!("  "), json!("k".repeat(65)), json!("window"), json!("cycle")],
+        ),
         row("config.breakers[0].threshold", vec![json!(1), json!(100)], vec![json!(0), json!(101)]),
-        row("config.breakers[0].reset_on", vec![json!(["manual"]), json!(["cycle_reset", "reclassified", "manual"])], vec![json!([])]),
-        row("config.breakers[0].look_at", vec![json!("x"), json!("l".repeat(1024))], vec![json!(""), json!(" \t"), json!("l".repeat(1025))]),
-        row("config.breakers[0].unblock_commands", vec![commands(1, 1), commands(16, 1024)], vec![json!([]), json!([""]), commands(17, 1), commands(1, 1025)]),
+        row(
+            "config.breakers[0].reset_on",
+            vec![json!(["manual"]), json!(["cycle_reset", "reclassified", "manual"])],
+            vec![json!([])],
+        ),
+        row(
+            "config.breakers[0].look_at",
+            vec![json!("x"), json!("l".repeat(1024))],
+            vec![json!(""), json!(" \t"), json!("l".repeat(1025))],
+        ),
+        row(
+            "config.breakers[0].unblock_commands",
+            vec![commands(1, 1), commands(16, 1024)],
+            vec![json!([]), json!([""]), commands(17, 1), commands(1, 1025)],
+        ),
         row("config.window.window", vec![json!(SEC), json!(30 * DAY)], vec![json!(SEC - 1), json!(30 * DAY + 1)]),
         row("config.window.limit", vec![json!(1), json!(1000)], vec![json!(0), json!(1001)]),
-        Row { field: "config.window.base_delay", with: vec![("/window/max_delay", json!(7 * DAY))], at: vec![json!(SEC), json!(DAY)], beyond: vec![json!(SEC - 1), json!(DAY + 1)] },
-        Row { field: "config.window.max_delay", with: vec![("/window/base_delay", json!(SEC))], at: vec![json!(SEC), json!(7 * DAY)], beyond: vec![json!(SEC - 1), json!(7 * DAY + 1)] },
-        row("config.window.unblock_commands", vec![commands(1, 1), commands(16, 1024)], vec![json!([]), json!([" "]), commands(17, 1), commands(1, 1025)]),
+        Row {
+            field: "config.window.base_delay",
+            with: vec![("/window/max_delay", json!(7 * DAY))],
+            at: vec![json!(SEC), json!(DAY)],
+            beyond: vec![json!(SEC - 1), json!(DAY + 1)],
+        },
+        Row {
+            field: "config.window.max_delay",
+            with: vec![("/window/base_delay", json!(SEC))],
+            at: vec![json!(SEC), json!(7 * DAY)],
+            beyond: vec![json!(SEC - 1), json!(7 * DAY + 1)],
+        },
+        row(
+            "config.window.unblock_commands",
+            vec![commands(1, 1), commands(16, 1024)],
+            vec![json!([]), json!([" "]), commands(17, 1), commands(1, 1025)],
+        ),
         row("config.cycle.max_cycles", vec![json!(1), json!(1000)], vec![json!(0), json!(1001)]),
-        row("config.cycle.unblock_commands", vec![commands(1, 1), commands(16, 1024)], vec![json!([]), json!([""]), commands(17, 1), commands(1, 1025)]),
+        row(
+            "config.cycle.unblock_commands",
+            vec![commands(1, 1), commands(16, 1024)],
+            vec![json!([]), json!([""]), commands(17, 1), commands(1, 1025)],
+        ),
     ]
 }
 
@@ -287,7 +361,14 @@ fn config_with(sets: &[(String, Value)]) -> m::Config {
 }
 
 fn step_529(config: m::Config) -> m::State {
-    state(config, m::Situation::StepFailed(m::StepFailure { evidence: m::Evidence::from_text("API Error: 529"), attempt: 1, waited: 0 }))
+    state(
+        config,
+        m::Situation::StepFailed(m::StepFailure {
+            evidence: m::Evidence::from_text("API Error: 529"),
+            attempt: 1,
+            waited: 0,
+        }),
+    )
 }
 
 #[test]
@@ -339,14 +420,14 @@ fn the_bounds_table_covers_every_config_field() {
     let rows: Vec<&str> = table().iter().map(|r| r.field).collect();
     // Fields with no numeric or length bound: enums and a flag, any value of
     // their type is valid (an unknown value is a parse error, see the CLI test).
-    let unbounded = ["config.transport.retry_bare_signals", "config.breakers[0].same_failure", "config.breakers[0].on_trip"];
-    let missing: Vec<&String> = fields.iter().filter(|f| !rows.contains(&f.as_str()) && !unbounded.contains(&f.as_str())).collect();
+    let unbounded =
+        ["config.transport.retry_bare_signals", "config.breakers[0].same_failure", "config.breakers[0].on_trip"];
+    let missing: Vec<&String> =
+        fields.iter().filter(|f| !rows.contains(&f.as_str()) && !unbounded.contains(&f.as_str())).collect();
     assert!(missing.is_empty(), "no bounds row for {missing:?}");
 }
 
 // ---------------------------------------------------------------- the CLI
-
-
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -387,7 +468,8 @@ fn deeply_nested_json_is_refused_by_the_cli_with_exit_2() {
     let input = format!("{{\"text\":\"read ECONNRESET\"}}\n{}\n{{\"text\":\"socket hang up\"}}\n", "[".repeat(10_000));
     let o = cli(&["classify", "--jsonl"], input.as_bytes());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let lines: Vec<Value> = String::from_utf8(o.stdout.clone()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> =
+        String::from_utf8(o.stdout.clone()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 3);
     assert_eq!(lines[0]["class"], "transient_transport");
     assert!(lines[1]["error"].as_str().unwrap().starts_with("line 2: "), "{}", lines[1]);
@@ -409,7 +491,10 @@ fn malformed_json_is_refused_by_the_cli_naming_the_problem() {
         (r#"{"situation":{"step_failed":{"attempt":1,"waited":-5}}}"#, &["state"]),
         (r#"{"situation":{"step_failed":{"attempt":99999999999}}}"#, &["state", "expected u32"]),
         (r#"{"now":"18446744073709551616","situation":{"cycle_entered":{"count":1}}}"#, &["state", "unsigned integer"]),
-        (r#"{"config":{"evidence":{"echo_bytes":-1}},"situation":{"cycle_entered":{"count":1}}}"#, &["state", "expected u32"]),
+        (
+            r#"{"config":{"evidence":{"echo_bytes":-1}},"situation":{"cycle_entered":{"count":1}}}"#,
+            &["state", "expected u32"],
+        ),
     ];
     for (input, names) in cases {
         refused(&cli(&["next-action"], input.as_bytes()), names);
@@ -495,11 +580,19 @@ fn sixteen_mib_through_the_cli_is_classified_by_its_tail() {
 #[test]
 fn fifty_thousand_steps_and_headers_are_read_up_to_their_bounds() {
     let steps: Vec<m::StepReport> = (0..50_000)
-        .map(|i| m::StepReport { id: format!("step-{i}"), status: "error".into(), stderr: Some("read ECONNRESET".into()), ..Default::default() })
+        .map(|i| m::StepReport {
+            id: format!("step-{i}"),
+            status: "error".into(),
+            stderr: Some("read ECONNRESET".into()),
+            ..Default::default()
+        })
         .collect();
     let headers = vec![m::Header { name: "retry-after".into(), value: "1".into() }; 50_000];
     let e = m::Evidence { steps, headers, ..Default::default() };
-    let s = state(m::Config::default(), m::Situation::StepFailed(m::StepFailure { evidence: e.clone(), attempt: 1, waited: 0 }));
+    let s = state(
+        m::Config::default(),
+        m::Situation::StepFailed(m::StepFailure { evidence: e.clone(), attempt: 1, waited: 0 }),
+    );
     let d = with_limits(Limits::default(), |b| b.next_action(&s)).expect("no trap").expect("a decision");
     assert_eq!(d.action, m::Action::Retry, "{}", d.reasoning);
     assert_eq!(d.failed_steps.len(), backstop::classify::MAX_STEPS, "only the first steps are read");

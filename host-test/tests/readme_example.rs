@@ -52,7 +52,10 @@ fn readme_holds_the_example_verbatim() {
     let end = me.find("// README example ends").unwrap();
     let example = &me[start..end];
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    assert!(readme.contains(example), "README.md must contain the example of host-test/tests/readme_example.rs verbatim");
+    assert!(
+        readme.contains(example),
+        "README.md must contain the example of host-test/tests/readme_example.rs verbatim"
+    );
 }
 
 #[test]

@@ -6,7 +6,6 @@
 mod common;
 mod support;
 
-
 use support::cli as backstop_cli;
 
 use backstop::model as m;
@@ -124,7 +123,11 @@ fn the_schema_rejects_what_it_should() {
         now: 1_790_000_000_000,
         entropy: 3,
         config: m::Config::default(),
-        situation: m::Situation::StepFailed(m::StepFailure { evidence: m::Evidence::from_text("API Error: 529"), attempt: 1, waited: 0 }),
+        situation: m::Situation::StepFailed(m::StepFailure {
+            evidence: m::Evidence::from_text("API Error: 529"),
+            attempt: 1,
+            waited: 0,
+        }),
     })
     .unwrap();
     let good: Value = serde_json::from_str(&d.record_json).unwrap();
@@ -139,9 +142,10 @@ fn the_schema_rejects_what_it_should() {
         ("a negative delay", |r| r["delay"] = json!(-1)),
         ("a string duration", |r| r["waited"] = json!("10")),
         ("another schema version", |r| r["schema_version"] = json!(2)),
-        ("a breaker record with an unknown key", |r| {
-            r["circuit_breaker"] = json!({"breaker": "build", "signature": "", "count": 1, "threshold": 3, "manual": null, "look_at": "x", "unblock_commands": ["u"], "extra": true})
-        }),
+        (
+            "a breaker record with an unknown key",
+            |r| r["circuit_breaker"] = json!({"breaker": "build", "signature": "", "count": 1, "threshold": 3, "manual": null, "look_at": "x", "unblock_commands": ["u"], "extra": true}),
+        ),
     ];
     for (what, breakit) in broken {
         let mut r = good.clone();
@@ -153,7 +157,11 @@ fn the_schema_rejects_what_it_should() {
 #[test]
 fn schema_version_moves_only_with_a_documented_migration() {
     let s = schema();
-    assert_eq!(s["properties"]["schema_version"]["const"], json!(backstop::SCHEMA_VERSION), "the schema file is for the current version");
+    assert_eq!(
+        s["properties"]["schema_version"]["const"],
+        json!(backstop::SCHEMA_VERSION),
+        "the schema file is for the current version"
+    );
     assert_eq!(backstop::info().schema_version, backstop::SCHEMA_VERSION);
     // docs/schema.md has a section for every version, the first with what it
     // is and each later one with its migration from the one before.
@@ -171,7 +179,6 @@ fn schema_version_moves_only_with_a_documented_migration() {
 }
 
 // ---------------------------------------------------------------- the CLI
-
 
 #[test]
 fn cli_next_action_output_and_marker_lines_match_the_schema() {

@@ -123,7 +123,8 @@ pub fn run_all(host: &mut dyn FnMut(Call) -> Answer) -> (usize, Vec<String>) {
                     ),
                     other => panic!("{file}: unknown function {other}"),
                 };
-                let where_ = if function == "story" { format!("{file}/{id} step {}", i + 1) } else { format!("{file}/{id}") };
+                let where_ =
+                    if function == "story" { format!("{file}/{id} step {}", i + 1) } else { format!("{file}/{id}") };
                 let answer = host(call);
                 let outcome = match (answer, step.get("expected"), step.get("expected_error")) {
                     (Ok(actual), Some(exp), None) => matches(exp, &actual, "result"),
