@@ -78,7 +78,10 @@ function camel(wit) {
 }
 
 const failureClass = enm('failure-class', ['transient-transport', 'environmental', 'work', 'usage-limit', 'indeterminate']);
-const signalSource = enm('signal-source', ['marker', 'error-code', 'http-status', 'exit-code', 'signal', 'none']);
+const signalSource = enm('signal-source', ['marker', 'error-code', 'http-status', 'exit-code', 'signal', 'header', 'none']);
+const hintKind = enm('hint-kind', [
+  'should-retry', 'should-not-retry', 'retry-after', 'rate-limit-reset', 'usage-limit-reset', 'usage-limit-rejected',
+]);
 const sameFailure = enm('same-failure', ['signature', 'check-and-signature']);
 const onTrip = enm('on-trip', ['block']);
 const resetOn = enm('reset-on', ['cycle-reset', 'reclassified', 'manual']);
@@ -95,14 +98,16 @@ const evidence = rec('evidence', [
   ['run-status', opt(str)], ['runner-stderr', opt(str)], ['http-status', opt(u16)], ['error-type', opt(str)],
   ['error-code', opt(str)], ['headers', list(header)],
 ], { lenient: true });
+const serverHint = rec('server-hint', [['kind', hintKind], ['header', str], ['after', opt(u64)], ['at', opt(u64)]]);
 const classification = rec('classification', [
   ['class', failureClass], ['signal', opt(str)], ['source', signalSource], ['reasoning', str],
   ['retryable', bool], ['failed-steps', list(str)], ['completed-steps', list(str)], ['evidence', str],
-  ['reset-hint', opt(str)], ['reset-at', opt(u64)], ['reset-after', opt(u64)],
+  ['reset-hint', opt(str)], ['reset-at', opt(u64)], ['reset-after', opt(u64)], ['hints', list(serverHint)],
+  ['ignored-hints', list(str)],
 ]);
 const transportConfig = rec('transport-config', [
   ['max-attempts', u32], ['budget', u64], ['initial-delay', u64], ['multiplier', u32],
-  ['hint-ceiling', u64], ['retry-bare-signals', bool],
+  ['hint-ceiling', u64], ['retry-bare-signals', bool], ['max-elapsed', u64],
 ]);
 const evidenceConfig = rec('evidence-config', [['scan-bytes', u32], ['echo-bytes', u32]]);
 const resumeConfig = rec('resume-config', [
@@ -121,7 +126,7 @@ const config = rec('config', [
   ['transport', transportConfig], ['evidence', evidenceConfig], ['resume', resumeConfig],
   ['breakers', list(breakerConfig)], ['window', windowConfig], ['cycle', cycleConfig],
 ]);
-const stepFailure = rec('step-failure', [['evidence', evidence], ['attempt', u32], ['waited', u64]]);
+const stepFailure = rec('step-failure', [['evidence', evidence], ['attempt', u32], ['waited', u64], ['elapsed', u64]]);
 const historyEvent = rec('history-event', [
   ['at', u64], ['kind', eventKind], ['breaker', str], ['actor', str], ['detail', str],
   ['check', opt(str)], ['diagnosis', opt(str)],
@@ -166,8 +171,8 @@ const policyInfo = rec('policy-info', [
 
 /** Every named type of the schema, for the check against jco's declarations. */
 export const schema = {
-  failureClass, signalSource, sameFailure, onTrip, resetOn, eventKind, action,
-  stepReport, header, evidence, classification, transportConfig, evidenceConfig, resumeConfig,
+  failureClass, signalSource, hintKind, sameFailure, onTrip, resetOn, eventKind, action,
+  stepReport, header, evidence, serverHint, classification, transportConfig, evidenceConfig, resumeConfig,
   breakerConfig, windowConfig, cycleConfig, config, stepFailure, historyEvent, workFailure,
   taskFailure, cycleEntry, quotaReading, runStop, situation, state, circuitBreaker, runAutoResumed,
   decision, fieldError, policyError, policyInfo,

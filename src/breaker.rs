@@ -26,9 +26,9 @@
 //! The scan ends as soon as the count has stopped and the manual state is
 //! known, and reads at most [`MAX_EVENTS`] events (more is `invalid-input`).
 
+use crate::decision::{build, Facts};
 use crate::model::*;
 use crate::signature::signature;
-use crate::transport::blank;
 
 /// At most this many history events are accepted.
 pub const MAX_EVENTS: usize = 100_000;
@@ -58,25 +58,54 @@ fn diagnosis(e: &HistoryEvent) -> Option<&str> {
     e.diagnosis.as_deref().map(str::trim).filter(|d| !d.is_empty())
 }
 
+impl<'a> Scan<'a> {
+    /// Still counting: no boundary met yet.
+    fn counting(&self) -> bool {
+        self.stopped_by.is_none()
+    }
+
+    /// The count stops here, for `why` (the first boundary met wins).
+    fn stop(&mut self, why: impl Into<String>) {
+        if self.counting() {
+            self.stopped_by = Some(why.into());
+        }
+    }
+
+    /// A failure of the actor with signature `sig`: the target, one more of
+    /// it, or a different fault that ends the count.
+    fn failure(&mut self, e: &'a HistoryEvent, sig: String) {
+        match &self.target {
+            None => {
+                self.target = Some(sig);
+                self.count = 1;
+                self.newest = Some(e);
+            }
+            Some(t) if *t == sig => {
+                if diagnosis(e).is_some() && self.earlier_diagnosis.is_none() {
+                    self.earlier_diagnosis = Some(self.count);
+                }
+                self.count += 1;
+            }
+            Some(_) => self.stop(format!("an earlier failure with a different signature ({sig:?})")),
+        }
+    }
+}
+
 fn scan<'a>(b: &BreakerConfig, actor: &str, history: &'a [HistoryEvent]) -> Scan<'a> {
     let mut s = Scan { target: None, count: 0, newest: None, earlier_diagnosis: None, stopped_by: None, forced: None };
-    let mut counting = true;
     let mut manual_known = false;
     let mut unblocked_after = false;
     let mut last: Option<(&str, Option<&str>, String)> = None;
     let resets = |r: ResetOn| b.reset_on.contains(&r);
     for e in history.iter().rev() {
-        if !counting && manual_known {
+        if !s.counting() && manual_known {
             break;
         }
         if !applies(e, &b.kind) {
             continue;
         }
         match e.kind {
-            EventKind::Failure if e.actor == actor => {
-                if !counting {
-                    continue;
-                }
+            EventKind::Failure if e.actor == actor && s.counting() => {
                 let check = match b.same_failure {
                     SameFailure::CheckAndSignature => e.check.as_deref(),
                     SameFailure::Signature => None,
@@ -87,69 +116,31 @@ fn scan<'a>(b: &BreakerConfig, actor: &str, history: &'a [HistoryEvent]) -> Scan
                     _ => signature(&e.detail, check),
                 };
                 last = Some((e.detail.as_str(), check, sig.clone()));
-                match &s.target {
-                    None => {
-                        s.target = Some(sig);
-                        s.count = 1;
-                        s.newest = Some(e);
-                    }
-                    Some(t) if *t == sig => {
-                        if diagnosis(e).is_some() && s.earlier_diagnosis.is_none() {
-                            s.earlier_diagnosis = Some(s.count);
-                        }
-                        s.count += 1;
-                    }
-                    Some(_) => {
-                        counting = false;
-                        s.stopped_by = Some(format!("an earlier failure with a different signature ({sig:?})"));
-                    }
-                }
+                s.failure(e, sig);
             }
-            EventKind::Success if e.actor == actor => {
-                if counting {
-                    counting = false;
-                    s.stopped_by = Some("a non-failure by the same actor".to_string());
-                }
-            }
+            EventKind::Success if e.actor == actor => s.stop("a non-failure by the same actor"),
             EventKind::Failure | EventKind::Success => {}
-            EventKind::CycleReset | EventKind::Reclassified => {
-                let r = if e.kind == EventKind::CycleReset { ResetOn::CycleReset } else { ResetOn::Reclassified };
-                if counting && resets(r) {
-                    counting = false;
-                    s.stopped_by = Some(format!(
-                        "a {} marker",
-                        if r == ResetOn::CycleReset { "cycle-reset" } else { "reclassified" }
-                    ));
-                }
-            }
+            EventKind::CycleReset if resets(ResetOn::CycleReset) => s.stop("a cycle-reset marker"),
+            EventKind::Reclassified if resets(ResetOn::Reclassified) => s.stop("a reclassified marker"),
+            EventKind::CycleReset | EventKind::Reclassified => {}
             EventKind::ManualUnblock => {
                 unblocked_after = true;
-                if counting && resets(ResetOn::Manual) {
-                    counting = false;
-                    s.stopped_by = Some("a manual unblock".to_string());
+                if resets(ResetOn::Manual) {
+                    s.stop("a manual unblock");
                 }
             }
             EventKind::Reset => {
-                if counting {
-                    counting = false;
-                    s.stopped_by = Some("a manual reset".to_string());
-                }
+                s.stop("a manual reset");
                 manual_known = true;
             }
-            EventKind::ForceOpen => {
-                if !manual_known {
-                    manual_known = true;
-                    if !unblocked_after {
-                        s.forced = Some(Forced::Open);
-                    }
+            EventKind::ForceOpen | EventKind::ForceClose if !manual_known => {
+                manual_known = true;
+                let open = e.kind == EventKind::ForceOpen;
+                if !open || !unblocked_after {
+                    s.forced = Some(if open { Forced::Open } else { Forced::Closed });
                 }
             }
-            EventKind::ForceClose => {
-                if !manual_known {
-                    manual_known = true;
-                    s.forced = Some(Forced::Closed);
-                }
-            }
+            EventKind::ForceOpen | EventKind::ForceClose => {}
         }
     }
     s
@@ -182,85 +173,96 @@ pub fn decide(config: &Config, w: &WorkFailure) -> Result<Decision, PolicyError>
         return Err(PolicyError::input("situation.work_failed.history", format!("at most {MAX_EVENTS} events")));
     }
     let s = scan(b, &w.actor, &w.history);
+    let (action, why, breaker) = verdict(b, &w.actor, &s);
+    let facts = Facts {
+        class: s.target.as_ref().map(|_| FailureClass::Work),
+        attempt: s.count,
+        max_attempts: b.threshold,
+        circuit_breaker: breaker,
+        ..Facts::default()
+    };
+    Ok(build(action, why, facts))
+}
+
+/// The action, the reasoning and the breaker record of one scan.
+fn verdict(b: &BreakerConfig, actor: &str, s: &Scan) -> (Action, String, Option<CircuitBreaker>) {
     let sig = s.target.clone().unwrap_or_default();
     let unblock = b.unblock_commands.join(" | ");
     let stop = s.stopped_by.as_deref().map(|x| format!(", counted back to {x}")).unwrap_or_default();
-
-    let mut d = match (s.forced, s.target.is_some()) {
-        (Some(Forced::Open), _) => {
-            let mut d = blank(
-                Action::Block,
-                format!(
-                    "circuit breaker {:?} is forced open (isolated) by a manual force-open: the work stays blocked until a force-close, reset or manual-unblock; human intervention is required: look at {}; unblock with: {unblock}",
-                    b.kind, b.look_at
-                ),
-            );
-            d.circuit_breaker = Some(record(b, &sig, s.count, Some("force-open")));
-            d
-        }
+    match (s.forced, s.target.is_some()) {
+        (Some(Forced::Open), _) => (
+            Action::Block,
+            format!(
+                "circuit breaker {:?} is forced open (isolated) by a manual force-open: the work stays blocked until a force-close, reset or manual-unblock; human intervention is required: look at {}; unblock with: {unblock}",
+                b.kind, b.look_at
+            ),
+            Some(record(b, &sig, s.count, Some("force-open"))),
+        ),
         (forced, false) => {
-            let mut d = blank(
+            let closed = forced == Some(Forced::Closed);
+            let note = if closed { "; forced closed by a manual force-close" } else { "" };
+            (
                 Action::Proceed,
-                format!("circuit breaker {:?}: no failure of actor {:?} since the last boundary; the loop goes on", b.kind, w.actor),
-            );
-            if forced == Some(Forced::Closed) {
-                d.reasoning.push_str("; forced closed by a manual force-close");
-                d.circuit_breaker = Some(record(b, "", 0, Some("force-close")));
-            }
-            d
+                format!("circuit breaker {:?}: no failure of actor {actor:?} since the last boundary; the loop goes on{note}", b.kind),
+                closed.then(|| record(b, "", 0, Some("force-close"))),
+            )
         }
-        (Some(Forced::Closed), true) => {
-            let mut d = blank(
-                Action::Proceed,
-                format!(
-                    "circuit breaker {:?} is forced closed by a manual force-close: it never trips until a force-open or reset; {} consecutive identical failures of actor {:?} (threshold {}) with signature {sig:?}{stop}",
-                    b.kind, s.count, w.actor, b.threshold
-                ),
-            );
-            d.circuit_breaker = Some(record(b, &sig, s.count, Some("force-close")));
-            d
-        }
-        (None, true) if s.count < b.threshold => blank(
+        (Some(Forced::Closed), true) => (
             Action::Proceed,
             format!(
-                "circuit breaker {:?}: {} of {} consecutive identical failures of actor {:?} with signature {sig:?}{stop}; the loop goes on",
-                b.kind, s.count, b.threshold, w.actor
+                "circuit breaker {:?} is forced closed by a manual force-close: it never trips until a force-open or reset; {} consecutive identical failures of actor {actor:?} (threshold {}) with signature {sig:?}{stop}",
+                b.kind, s.count, b.threshold
             ),
+            Some(record(b, &sig, s.count, Some("force-close"))),
         ),
-        (None, true) => {
-            let newest_diagnosis = s.newest.and_then(diagnosis);
-            let spent = s.earlier_diagnosis.is_some_and(|j| j <= s.count - b.threshold);
-            match newest_diagnosis {
-                Some(diag) if !spent => blank(
-                    Action::Refresh,
-                    format!(
-                        "circuit breaker {:?} exempted: {} consecutive identical failures of actor {:?} reached the threshold of {} with signature {sig:?}, but the newest failure carries a diagnosis ({diag}); refresh the work (e.g. rebase) instead of tripping",
-                        b.kind, s.count, w.actor, b.threshold
-                    ),
+        (None, true) if s.count < b.threshold => (
+            Action::Proceed,
+            format!(
+                "circuit breaker {:?}: {} of {} consecutive identical failures of actor {actor:?} with signature {sig:?}{stop}; the loop goes on",
+                b.kind, s.count, b.threshold
+            ),
+            None,
+        ),
+        (None, true) => at_threshold(b, actor, s, &sig, &unblock),
+    }
+}
+
+/// At the threshold: a refresh when the newest failure carries a diagnosis
+/// not yet spent on this run of failures, else a trip.
+fn at_threshold(
+    b: &BreakerConfig,
+    actor: &str,
+    s: &Scan,
+    sig: &str,
+    unblock: &str,
+) -> (Action, String, Option<CircuitBreaker>) {
+    let newest_diagnosis = s.newest.and_then(diagnosis);
+    let spent = s.earlier_diagnosis.is_some_and(|j| j <= s.count - b.threshold);
+    match newest_diagnosis {
+        Some(diag) if !spent => (
+            Action::Refresh,
+            format!(
+                "circuit breaker {:?} exempted: {} consecutive identical failures of actor {actor:?} reached the threshold of {} with signature {sig:?}, but the newest failure carries a diagnosis ({diag}); refresh the work (e.g. rebase) instead of tripping",
+                b.kind, s.count, b.threshold
+            ),
+            None,
+        ),
+        _ => {
+            let already = if spent && newest_diagnosis.is_some() {
+                " (a diagnosis already exempted this run of failures once and the refresh did not help)"
+            } else {
+                ""
+            };
+            (
+                Action::Block,
+                format!(
+                    "circuit breaker {:?} tripped: {} consecutive identical failures of actor {actor:?} reached the threshold of {} with signature {sig:?}{already}; human intervention is required: look at {}; unblock with: {unblock}",
+                    b.kind, s.count, b.threshold, b.look_at
                 ),
-                _ => {
-                    let already = if spent && newest_diagnosis.is_some() {
-                        " (a diagnosis already exempted this run of failures once and the refresh did not help)"
-                    } else {
-                        ""
-                    };
-                    let mut d = blank(
-                        Action::Block,
-                        format!(
-                            "circuit breaker {:?} tripped: {} consecutive identical failures of actor {:?} reached the threshold of {} with signature {sig:?}{already}; human intervention is required: look at {}; unblock with: {unblock}",
-                            b.kind, s.count, w.actor, b.threshold, b.look_at
-                        ),
-                    );
-                    d.circuit_breaker = Some(record(b, &sig, s.count, None));
-                    d
-                }
-            }
+                Some(record(b, sig, s.count, None)),
+            )
         }
-    };
-    d.attempt = s.count;
-    d.max_attempts = b.threshold;
-    d.class = s.target.as_ref().map(|_| FailureClass::Work);
-    Ok(d)
+    }
 }
 
 #[cfg(test)]

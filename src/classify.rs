@@ -1,5 +1,6 @@
 //! `classify`: a pure function from failure evidence to a class, the deciding
-//! signal and a reasoning.
+//! signal, a reasoning and the server's hints. It reads every fact of the
+//! evidence; the deciders act on what it says and never rewrite it.
 //!
 //! Order of reading:
 //! 1. Text markers in every text field of the failed steps (error, output,
@@ -12,19 +13,29 @@
 //!    limit and a spent quota; the code tells them apart). A status that is
 //!    never retried (401, 403, 413) always counts, so a transient code beside
 //!    it cannot make it a retry.
-//! 3. The strongest class wins: work > environmental > usage-limit >
+//! 3. Server hints in the headers (`hints.rs`): `usage-limit-rejected` is a
+//!    usage-limit fact, `rate-limit-reset` a throttle.
+//! 4. A throttle (a marker or code flagged `throttle`, or a spent rate-limit
+//!    window) outranks what only restates a status (the HTTP status and
+//!    markers flagged `status`): a 403 or 400 whose server says it is
+//!    throttling is a rate limit, not an auth failure or a bad request.
+//! 5. The strongest class wins: work > environmental > usage-limit >
 //!    transient-transport. Within a class a structured fact is reported before
 //!    a marker, and among markers the earliest, then the longest.
-//! 4. Weak markers decide only when nothing else does.
-//! 5. Exit codes and signals count only when the text and facts say nothing.
+//! 6. Weak markers decide only when nothing else does.
+//! 7. Exit codes and signals count only when the text and facts say nothing.
+//! 8. The server's word: `x-should-retry: true` makes an `indeterminate` or
+//!    `usage-limit` failure `transient-transport` (never `work` or
+//!    `environmental`); `x-should-retry: false` makes any failure not retryable.
 
-use crate::markers::{tables, Hit, MarkerMatch, Tables};
+use crate::hints;
+use crate::markers::{tables, Marker, MarkerMatch, Tables};
 use crate::model::*;
 use crate::reset;
+use crate::text::{head, tail};
 
-/// At most this many steps and headers are read; the rest are ignored.
+/// At most this many steps are read; the rest are ignored.
 pub const MAX_STEPS: usize = 1024;
-pub const MAX_HEADERS: usize = 256;
 /// A step id is cut to this many bytes in the record.
 pub const MAX_STEP_ID: usize = 256;
 /// The line of the deciding signal kept in front of a cut echo, at most.
@@ -58,30 +69,6 @@ impl Options {
     }
 }
 
-/// The tail of `s` of at most `max` bytes, cut at a character boundary.
-pub fn tail(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut start = s.len() - max;
-    while !s.is_char_boundary(start) {
-        start += 1;
-    }
-    &s[start..]
-}
-
-/// The head of `s` of at most `max` bytes, cut at a character boundary.
-pub fn head(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 /// A piece of text the classifier reads, with the label it carries in the echo.
 struct Part<'a> {
     label: String,
@@ -91,6 +78,15 @@ struct Part<'a> {
 fn is_completed(status: &str) -> bool {
     let s = status.trim();
     COMPLETED.iter().any(|c| s.eq_ignore_ascii_case(c))
+}
+
+/// How strongly a candidate's kind of fact speaks, first to last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Tier {
+    Structured,
+    Status,
+    Marker,
+    Exit,
 }
 
 /// A candidate decision: a class and the signal that backs it.
@@ -103,8 +99,50 @@ struct Candidate {
     line: Option<String>,
     weak: bool,
     generic: bool,
-    /// Sort key within a class: structured facts first, then position, then length.
-    rank: (u8, usize, usize, std::cmp::Reverse<usize>),
+    /// The server says it is throttling.
+    throttle: bool,
+    /// Only restates an HTTP status.
+    status: bool,
+    /// Sort key within a class: tier, then position, then the longer marker.
+    rank: (Tier, usize, std::cmp::Reverse<usize>),
+}
+
+impl Candidate {
+    fn fact(class: FailureClass, signal: String, source: SignalSource, tier: Tier) -> Candidate {
+        Candidate {
+            class,
+            signal,
+            source,
+            line: None,
+            weak: false,
+            generic: false,
+            throttle: false,
+            status: false,
+            rank: (tier, 0, std::cmp::Reverse(0)),
+        }
+    }
+
+    /// A candidate from a marker entry, with the entry's flags. Of the
+    /// structured statuses, 400, 403 and 429 yield to a throttle; 401 never.
+    fn marker(m: &Marker, signal: String, source: SignalSource, tier: Tier) -> Candidate {
+        let yielding_status = source == SignalSource::HttpStatus && ["400", "403", "429"].contains(&m.marker.as_str());
+        Candidate {
+            weak: m.weak,
+            generic: m.generic,
+            throttle: m.throttle,
+            status: m.status || yielding_status,
+            ..Candidate::fact(m.class, signal, source, tier)
+        }
+    }
+}
+
+/// What the evidence holds, gathered once.
+struct Gathered<'a> {
+    failed_steps: Vec<String>,
+    completed_steps: Vec<String>,
+    parts: Vec<Part<'a>>,
+    exit_codes: Vec<i32>,
+    signals: Vec<String>,
 }
 
 pub fn classify(evidence: &Evidence) -> Classification {
@@ -116,101 +154,126 @@ pub fn classify_with(evidence: &Evidence, opts: &Options) -> Classification {
 }
 
 pub fn classify_in(t: &Tables, evidence: &Evidence, opts: &Options) -> Classification {
-    let mut failed_steps = Vec::new();
-    let mut completed_steps = Vec::new();
-    let mut parts: Vec<Part> = Vec::new();
-    let mut exit_codes: Vec<i32> = Vec::new();
-    let mut signals: Vec<String> = Vec::new();
+    let g = gather(evidence, opts);
+    let read = hints::read(&evidence.headers);
+    let mut candidates = text_candidates(t, &g.parts);
+    candidates.extend(fact_candidates(t, evidence));
+    candidates.extend(hint_candidates(&read.hints));
+    let best = choose(candidates).or_else(|| exit_or_signal(t, &g.exit_codes, &g.signals, opts));
+    let best = server_word(best, &read.hints);
+    finish(g, best, read, opts)
+}
 
+/// The steps, the texts to scan, the exit codes and the signals.
+fn gather<'a>(evidence: &'a Evidence, opts: &Options) -> Gathered<'a> {
+    let mut g = Gathered {
+        failed_steps: Vec::new(),
+        completed_steps: Vec::new(),
+        parts: Vec::new(),
+        exit_codes: Vec::new(),
+        signals: Vec::new(),
+    };
     for step in evidence.steps.iter().take(MAX_STEPS) {
         let id = head(&step.id, MAX_STEP_ID).to_string();
         if is_completed(&step.status) {
-            completed_steps.push(id);
+            g.completed_steps.push(id);
             continue;
         }
         for text in [&step.error, &step.output, &step.stdout, &step.stderr].into_iter().flatten() {
             let text = tail(text, opts.scan_bytes);
             if !text.trim().is_empty() {
-                parts.push(Part { label: format!("[{id}] "), text });
+                g.parts.push(Part { label: format!("[{id}] "), text });
             }
         }
-        exit_codes.extend(step.exit_code);
-        signals.extend(step.signal.iter().filter(|s| !s.trim().is_empty()).map(|s| head(s.trim(), 64).to_string()));
-        failed_steps.push(id);
+        g.exit_codes.extend(step.exit_code);
+        g.signals.extend(signal(&step.signal));
+        g.failed_steps.push(id);
     }
-    if let Some(s) = evidence.run_status.as_deref().filter(|s| !s.trim().is_empty()) {
-        parts.push(Part { label: "[run status] ".into(), text: tail(s, opts.scan_bytes) });
+    let labelled =
+        [("[run status] ", &evidence.run_status), ("[runner stderr] ", &evidence.runner_stderr), ("", &evidence.text)];
+    for (label, text) in labelled {
+        if let Some(s) = text.as_deref().filter(|s| !s.trim().is_empty()) {
+            g.parts.push(Part { label: label.to_string(), text: tail(s, opts.scan_bytes) });
+        }
     }
-    if let Some(s) = evidence.runner_stderr.as_deref().filter(|s| !s.trim().is_empty()) {
-        parts.push(Part { label: "[runner stderr] ".into(), text: tail(s, opts.scan_bytes) });
-    }
-    if let Some(s) = evidence.text.as_deref().filter(|s| !s.trim().is_empty()) {
-        parts.push(Part { label: String::new(), text: tail(s, opts.scan_bytes) });
-    }
-    exit_codes.extend(evidence.exit_code);
-    signals.extend(evidence.signal.iter().filter(|s| !s.trim().is_empty()).map(|s| head(s.trim(), 64).to_string()));
+    g.exit_codes.extend(evidence.exit_code);
+    g.signals.extend(signal(&evidence.signal));
+    g
+}
 
-    let mut candidates: Vec<Candidate> = Vec::new();
+/// A signal name, trimmed and cut; none when blank.
+fn signal(s: &Option<String>) -> Option<String> {
+    s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(|s| head(s, 64).to_string())
+}
+
+/// Every text marker of every part, positions counted across the parts.
+fn text_candidates(t: &Tables, parts: &[Part]) -> Vec<Candidate> {
+    let mut out = Vec::new();
     let mut offset = 0usize;
-    for part in &parts {
-        let hits: Vec<Hit> = t.scan(part.text);
-        for h in hits {
+    for part in parts {
+        for h in t.scan(part.text) {
             let m = &t.markers[h.marker];
-            candidates.push(Candidate {
-                class: m.class,
-                signal: m.marker.clone(),
-                source: SignalSource::Marker,
+            out.push(Candidate {
                 line: Some(line_at(part, h.start)),
-                weak: m.weak,
-                generic: m.generic,
-                rank: (2, offset + h.start, 0, std::cmp::Reverse(m.marker.len())),
+                rank: (Tier::Marker, offset + h.start, std::cmp::Reverse(m.marker.len())),
+                ..Candidate::marker(m, m.marker.clone(), SignalSource::Marker, Tier::Marker)
             });
         }
         offset += part.text.len() + 1;
     }
+    out
+}
 
-    // Structured facts: a known error type or code decides before a bare status.
-    let mut code_known = false;
+/// The error type and code, and the HTTP status: a known type or code decides
+/// before a bare retryable status; a status never retried always counts.
+fn fact_candidates(t: &Tables, evidence: &Evidence) -> Vec<Candidate> {
+    let mut out = Vec::new();
     for (field, value) in [("error-type", &evidence.error_type), ("error-code", &evidence.error_code)] {
-        if let Some(v) = value.as_deref() {
-            if let Some(i) = t.lookup(MarkerMatch::Code, v) {
-                code_known = true;
-                let m = &t.markers[i];
-                candidates.push(Candidate {
-                    class: m.class,
-                    signal: format!("{field} {}", m.marker),
-                    source: SignalSource::ErrorCode,
-                    line: None,
-                    weak: m.weak,
-                    generic: m.generic,
-                    rank: (0, 0, 0, std::cmp::Reverse(0)),
-                });
-            }
+        if let Some(i) = value.as_deref().and_then(|v| t.lookup(MarkerMatch::Code, v)) {
+            let m = &t.markers[i];
+            out.push(Candidate::marker(m, format!("{field} {}", m.marker), SignalSource::ErrorCode, Tier::Structured));
         }
     }
+    let code_known = !out.is_empty();
     if let Some(status) = evidence.http_status {
         if let Some(i) = t.lookup(MarkerMatch::Http, &status.to_string()) {
             let m = &t.markers[i];
-            // A known code refines a retryable status (a 429 is a rate limit or
-            // a spent quota), but a status that is never retried (401, 403,
-            // 413) stays a candidate: a transient code beside it must not make
-            // it a retry.
             if !code_known || m.class != FailureClass::TransientTransport {
-                candidates.push(Candidate {
-                    class: m.class,
-                    signal: format!("http {status}"),
-                    source: SignalSource::HttpStatus,
-                    line: None,
-                    weak: m.weak,
-                    generic: m.generic,
-                    rank: (1, 0, 0, std::cmp::Reverse(0)),
-                });
+                out.push(Candidate::marker(m, format!("http {status}"), SignalSource::HttpStatus, Tier::Status));
             }
         }
     }
+    out
+}
 
-    let strong: Vec<&Candidate> = candidates.iter().filter(|c| !c.weak).collect();
-    let pool: Vec<&Candidate> = if strong.is_empty() { candidates.iter().collect() } else { strong };
+/// The hints that are facts about the failure: a reached usage limit, a spent
+/// rate-limit window.
+fn hint_candidates(hints: &[ServerHint]) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for h in hints {
+        let signal = format!("header {}", h.header);
+        match h.kind {
+            HintKind::UsageLimitRejected => {
+                out.push(Candidate::fact(FailureClass::UsageLimit, signal, SignalSource::Header, Tier::Structured))
+            }
+            HintKind::RateLimitReset => out.push(Candidate {
+                throttle: true,
+                ..Candidate::fact(FailureClass::TransientTransport, signal, SignalSource::Header, Tier::Structured)
+            }),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The deciding candidate: throttles over restated statuses, strong over
+/// weak, the strongest class, generic markers over a retry or a wait but never
+/// over a specific stop.
+fn choose(candidates: Vec<Candidate>) -> Option<Candidate> {
+    let throttled = candidates.iter().any(|c| c.throttle && !c.weak);
+    let pool: Vec<Candidate> = candidates.into_iter().filter(|c| !(throttled && c.status)).collect();
+    let strong = pool.iter().any(|c| !c.weak);
+    let pool: Vec<&Candidate> = pool.iter().filter(|c| !strong || !c.weak).collect();
     let key = |c: &&&Candidate| (c.class.precedence(), c.rank);
     let specific = pool.iter().filter(|c| !c.generic).min_by_key(key);
     let generic = pool.iter().filter(|c| c.generic).min_by_key(key);
@@ -222,105 +285,89 @@ pub fn classify_in(t: &Tables, evidence: &Evidence, opts: &Options) -> Classific
         (Some(s), Some(g)) if overrulable(s.class) && g.class.precedence() < s.class.precedence() => Some(g),
         (Some(s), _) => Some(s),
         (None, g) => g,
+    };
+    best.map(|c| (*c).clone())
+}
+
+/// `x-should-retry: true` makes an unidentified failure or a usage limit a
+/// transient one: the server is the authority on its own request. Never a
+/// work or environmental failure: those give the same answer again.
+fn server_word(best: Option<Candidate>, hints: &[ServerHint]) -> Option<Candidate> {
+    let Some(h) = hints.iter().find(|h| h.kind == HintKind::ShouldRetry) else { return best };
+    let upgrade = match &best {
+        None => true,
+        Some(c) => c.class == FailureClass::UsageLimit,
+    };
+    if !upgrade {
+        return best;
     }
-    .map(|c| (*c).clone());
+    let signal = format!("header {}", h.header);
+    Some(Candidate::fact(FailureClass::TransientTransport, signal, SignalSource::Header, Tier::Structured))
+}
 
-    let best = best.or_else(|| exit_or_signal(t, &exit_codes, &signals, opts));
+/// The classification of the chosen candidate, with the reset and the hints.
+fn finish(g: Gathered, best: Option<Candidate>, read: hints::Read, opts: &Options) -> Classification {
+    let echo = echo(&g.parts, opts.echo_bytes, best.as_ref().and_then(|c| c.line.as_deref()));
+    let class = best.as_ref().map_or(FailureClass::Indeterminate, |c| c.class);
+    let reset = if class == FailureClass::UsageLimit {
+        let texts: Vec<&str> = g.parts.iter().map(|p| p.text).collect();
+        reset::find_reset(&texts)
+    } else {
+        reset::Reset::default()
+    };
+    let header_reset = read.hints.iter().find(|h| h.kind == HintKind::UsageLimitReset).and_then(|h| h.at);
+    let refused = read.hints.iter().find(|h| h.kind == HintKind::ShouldNotRetry);
+    let mut reasoning = reasoning(class, best.as_ref().map(|c| c.signal.as_str()), reset.hint.as_deref());
+    if best.is_none() {
+        reasoning.push_str(&death_note(&g.exit_codes, &g.signals));
+    }
+    if let Some(h) = refused {
+        reasoning.push_str(&format!("; the server said `{}`: not retryable", h.header));
+    }
+    Classification {
+        class,
+        signal: best.as_ref().map(|c| c.signal.clone()),
+        source: best.as_ref().map_or(SignalSource::None, |c| c.source),
+        reasoning,
+        retryable: class.is_retryable() && refused.is_none(),
+        failed_steps: g.failed_steps,
+        completed_steps: g.completed_steps,
+        evidence: echo,
+        reset_hint: reset.hint,
+        reset_at: if class == FailureClass::UsageLimit { header_reset.or(reset.at) } else { None },
+        reset_after: reset.after,
+        hints: read.hints,
+        ignored_hints: read.ignored,
+    }
+}
 
-    let echo = echo(&parts, opts.echo_bytes, best.as_ref().and_then(|c| c.line.as_deref()));
-    let all_text: Vec<&str> = parts.iter().map(|p| p.text).collect();
-
-    match best {
-        Some(c) => {
-            let reset = if c.class == FailureClass::UsageLimit {
-                reset::find_reset(&all_text)
-            } else {
-                reset::Reset::default()
-            };
-            let reset_hint = reset.hint;
-            let reasoning = reasoning(c.class, Some(&c.signal), reset_hint.as_deref());
-            Classification {
-                class: c.class,
-                signal: Some(c.signal),
-                source: c.source,
-                reasoning,
-                retryable: c.class.is_retryable(),
-                failed_steps,
-                completed_steps,
-                evidence: echo,
-                reset_hint,
-                reset_at: reset.at,
-                reset_after: reset.after,
-            }
-        }
-        None => {
-            let mut reasoning = reasoning(FailureClass::Indeterminate, None, None);
-            if let Some(code) = exit_codes.iter().find(|&&c| c >= 128) {
-                reasoning.push_str(&format!(
-                    "; exit {code} (a death by signal) is not evidence of a transient fault by itself: it is as often the OOM killer, which a retry on the same host meets again"
-                ));
-            } else if let Some(sig) = signals.first() {
-                reasoning.push_str(&format!(
-                    "; signal {sig} is not evidence of a transient fault by itself: it is as often the OOM killer, which a retry on the same host meets again"
-                ));
-            }
-            Classification {
-                class: FailureClass::Indeterminate,
-                signal: None,
-                source: SignalSource::None,
-                reasoning,
-                retryable: false,
-                failed_steps,
-                completed_steps,
-                evidence: echo,
-                reset_hint: None,
-                reset_at: None,
-                reset_after: None,
-            }
-        }
+/// Why a death by signal alone is not called transient.
+fn death_note(exit_codes: &[i32], signals: &[String]) -> String {
+    const WHY: &str = "is not evidence of a transient fault by itself: it is as often the OOM killer, which a retry on the same host meets again";
+    if let Some(code) = exit_codes.iter().find(|&&c| c >= 128) {
+        format!("; exit {code} (a death by signal) {WHY}")
+    } else if let Some(sig) = signals.first() {
+        format!("; signal {sig} {WHY}")
+    } else {
+        String::new()
     }
 }
 
 fn exit_or_signal(t: &Tables, exit_codes: &[i32], signals: &[String], opts: &Options) -> Option<Candidate> {
     for code in exit_codes {
         if let Some(i) = t.lookup(MarkerMatch::Exit, &code.to_string()) {
-            let m = &t.markers[i];
-            return Some(Candidate {
-                class: m.class,
-                signal: format!("exit {code}"),
-                source: SignalSource::ExitCode,
-                line: None,
-                weak: false,
-                generic: false,
-                rank: (3, 0, 0, std::cmp::Reverse(0)),
-            });
+            let class = t.markers[i].class;
+            return Some(Candidate::fact(class, format!("exit {code}"), SignalSource::ExitCode, Tier::Exit));
         }
     }
-    if opts.retry_bare_signals {
-        if let Some(code) = exit_codes.iter().find(|&&c| c >= 128) {
-            return Some(Candidate {
-                class: FailureClass::TransientTransport,
-                signal: format!("exit {code}"),
-                source: SignalSource::ExitCode,
-                line: None,
-                weak: false,
-                generic: false,
-                rank: (3, 0, 0, std::cmp::Reverse(0)),
-            });
-        }
-        if let Some(sig) = signals.first() {
-            return Some(Candidate {
-                class: FailureClass::TransientTransport,
-                signal: format!("signal {sig}"),
-                source: SignalSource::Signal,
-                line: None,
-                weak: false,
-                generic: false,
-                rank: (3, 0, 0, std::cmp::Reverse(0)),
-            });
-        }
+    if !opts.retry_bare_signals {
+        return None;
     }
-    None
+    let transient = FailureClass::TransientTransport;
+    if let Some(code) = exit_codes.iter().find(|&&c| c >= 128) {
+        return Some(Candidate::fact(transient, format!("exit {code}"), SignalSource::ExitCode, Tier::Exit));
+    }
+    signals.first().map(|sig| Candidate::fact(transient, format!("signal {sig}"), SignalSource::Signal, Tier::Exit))
 }
 
 /// The line of `part` around byte `at`, labelled, at most `SIGNAL_LINE_MAX` bytes.
@@ -358,7 +405,7 @@ fn echo(parts: &[Part], max: usize, signal_line: Option<&str>) -> String {
 pub fn reasoning(class: FailureClass, signal: Option<&str>, reset_hint: Option<&str>) -> String {
     match (class, signal) {
         (FailureClass::UsageLimit, Some(s)) => {
-            let when = reset_hint.map(|h| format!("; it resets {h}")).unwrap_or_default();
+            let when = reset_hint.map(|h| format!("; the reset is given as `{h}`")).unwrap_or_default();
             format!(
                 "classified `usage_limit` — evidence contains {s:?}{when}. This is temporary and not a work failure, but it is not retried inside the transport budget: a usage limit outlasts it. Wait for the reset and resume."
             )

@@ -3,6 +3,7 @@
 //! that names the field and the rule.
 
 use crate::model::*;
+use crate::text::human;
 
 const SEC: u64 = NANOS_PER_SEC;
 const MIN: u64 = 60 * SEC;
@@ -23,6 +24,7 @@ impl Default for TransportConfig {
             multiplier: 2,
             hint_ceiling: 60 * SEC,
             retry_bare_signals: false,
+            max_elapsed: 0,
         }
     }
 }
@@ -135,28 +137,6 @@ fn commands(field: &str, v: &[String]) -> Result<(), PolicyError> {
     Ok(())
 }
 
-/// A duration for people: `300s`, `5min`, `2h`, `7d`, `1500ms`.
-pub fn human(ns: u64) -> String {
-    if ns == 0 {
-        return "0s".to_string();
-    }
-    if ns % DAY == 0 {
-        format!("{}d", ns / DAY)
-    } else if ns % HOUR == 0 {
-        format!("{}h", ns / HOUR)
-    } else if ns % MIN == 0 {
-        format!("{}min", ns / MIN)
-    } else if ns % SEC == 0 {
-        format!("{}s", ns / SEC)
-    } else if ns >= SEC {
-        format!("{}.{:03}s", ns / SEC, (ns % SEC) / NANOS_PER_MILLI)
-    } else if ns % NANOS_PER_MILLI == 0 {
-        format!("{}ms", ns / NANOS_PER_MILLI)
-    } else {
-        format!("{ns}ns")
-    }
-}
-
 /// Checks every bound of the configuration.
 pub fn validate(c: &Config) -> Result<(), PolicyError> {
     let t = &c.transport;
@@ -165,6 +145,10 @@ pub fn validate(c: &Config) -> Result<(), PolicyError> {
     range_ns("config.transport.initial_delay", t.initial_delay, NANOS_PER_MILLI, HOUR)?;
     range_u32("config.transport.multiplier", t.multiplier, 1, 10)?;
     range_ns("config.transport.hint_ceiling", t.hint_ceiling, SEC, DAY)?;
+    if t.max_elapsed != 0 {
+        range_ns("config.transport.max_elapsed", t.max_elapsed, SEC, 7 * DAY)
+            .map_err(|_| PolicyError::config("config.transport.max_elapsed", "0 (off) or from 1 s to 7 d"))?;
+    }
 
     let e = &c.evidence;
     range_u32("config.evidence.scan_bytes", e.scan_bytes, 256, 16 * 1024 * 1024)?;
@@ -185,6 +169,27 @@ pub fn validate(c: &Config) -> Result<(), PolicyError> {
         return Err(PolicyError::config("config.breakers", format!("at most {MAX_BREAKERS} breakers")));
     }
     for (i, b) in c.breakers.iter().enumerate() {
+        breaker(i, b, &c.breakers[..i])?;
+    }
+
+    let w = &c.window;
+    range_ns("config.window.window", w.window, SEC, 30 * DAY)?;
+    range_u32("config.window.limit", w.limit, 1, 1000)?;
+    range_ns("config.window.base_delay", w.base_delay, SEC, DAY)?;
+    if w.max_delay < w.base_delay {
+        return Err(PolicyError::config("config.window.max_delay", "at least config.window.base_delay"));
+    }
+    range_ns("config.window.max_delay", w.max_delay, SEC, 7 * DAY)?;
+    commands("config.window.unblock_commands", &w.unblock_commands)?;
+
+    range_u32("config.cycle.max_cycles", c.cycle.max_cycles, 1, 1000)?;
+    commands("config.cycle.unblock_commands", &c.cycle.unblock_commands)?;
+    Ok(())
+}
+
+/// Checks breaker `i` against its bounds and the breakers before it.
+fn breaker(i: usize, b: &BreakerConfig, before: &[BreakerConfig]) -> Result<(), PolicyError> {
+    {
         let f = |name: &str| format!("config.breakers[{i}].{name}");
         if b.kind.trim().is_empty() {
             return Err(PolicyError::config(
@@ -201,7 +206,7 @@ pub fn validate(c: &Config) -> Result<(), PolicyError> {
                 "not `window` or `cycle`: those name the windowed and cycle limits in the record",
             ));
         }
-        if c.breakers[..i].iter().any(|o| o.kind == b.kind) {
+        if before.iter().any(|o| o.kind == b.kind) {
             return Err(PolicyError::config(f("kind"), format!("unique: {:?} is configured twice", b.kind)));
         }
         if b.threshold == 0 {
@@ -226,22 +231,8 @@ pub fn validate(c: &Config) -> Result<(), PolicyError> {
         if b.look_at.len() > 1024 {
             return Err(PolicyError::config(f("look_at"), "at most 1024 bytes"));
         }
-        commands(&f("unblock_commands"), &b.unblock_commands)?;
+        commands(&f("unblock_commands"), &b.unblock_commands)
     }
-
-    let w = &c.window;
-    range_ns("config.window.window", w.window, SEC, 30 * DAY)?;
-    range_u32("config.window.limit", w.limit, 1, 1000)?;
-    range_ns("config.window.base_delay", w.base_delay, SEC, DAY)?;
-    if w.max_delay < w.base_delay {
-        return Err(PolicyError::config("config.window.max_delay", "at least config.window.base_delay"));
-    }
-    range_ns("config.window.max_delay", w.max_delay, SEC, 7 * DAY)?;
-    commands("config.window.unblock_commands", &w.unblock_commands)?;
-
-    range_u32("config.cycle.max_cycles", c.cycle.max_cycles, 1, 1000)?;
-    commands("config.cycle.unblock_commands", &c.cycle.unblock_commands)?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -278,7 +269,8 @@ mod tests {
 
     #[test]
     fn each_unanswered_checklist_question_is_named() {
-        let cases: [(fn(&mut BreakerConfig), &str, &str); 5] = [
+        type Unanswered = (fn(&mut BreakerConfig), &'static str, &'static str);
+        let cases: [Unanswered; 5] = [
             (|b| b.kind.clear(), "kind", "what counts as the same failure"),
             (|b| b.threshold = 0, "threshold", "how many are enough"),
             (|b| b.reset_on.clear(), "reset_on", "what resets the count"),
@@ -307,15 +299,5 @@ mod tests {
         );
         c.breakers[1].kind = "cycle".into();
         assert!(matches!(validate(&c), Err(PolicyError::InvalidConfig(e)) if e.field == "config.breakers[1].kind"));
-    }
-
-    #[test]
-    fn human_durations() {
-        assert_eq!(human(300 * SEC), "5min");
-        assert_eq!(human(10 * SEC), "10s");
-        assert_eq!(human(1_500 * NANOS_PER_MILLI), "1.500s");
-        assert_eq!(human(7_336_847_483), "7.336s");
-        assert_eq!(human(250 * NANOS_PER_MILLI), "250ms");
-        assert_eq!(human(2 * HOUR), "2h");
     }
 }

@@ -1,61 +1,50 @@
 //! Server hints: the structured retry advice an HTTP response carries in its
-//! headers. Names match case-insensitively; the first occurrence of a name
-//! wins; at most [`MAX_HEADERS`] headers are read.
+//! headers, read once, by `classify`, into [`ServerHint`]s. Names match
+//! case-insensitively; the first occurrence of a name wins; at most
+//! [`MAX_HEADERS`] headers are read. Nothing here reads a clock: an HTTP date
+//! stays an instant, resolved against the host's `now` by the deciders.
 //!
-//! | header | meaning here |
+//! | header | hint |
 //! | --- | --- |
-//! | `x-should-retry: true\|false` | the server's word on retrying this request (Anthropic and OpenAI SDKs) |
-//! | `retry-after-ms: <ms>` | wait this long (integer or decimal milliseconds); read before `retry-after` |
-//! | `retry-after: <s>` | wait this long (integer or decimal seconds) |
-//! | `retry-after: <HTTP-date>` | wait until then, read against the host's `now` (IMF-fixdate, RFC 850 or asctime, all GMT) |
-//! | `anthropic-ratelimit-unified-reset: <epoch s>` | a subscription usage limit resets then (an RFC 3339 instant with an offset is read too) |
-//! | `anthropic-ratelimit-unified-status: rejected` | the subscription usage limit is reached |
+//! | `x-should-retry: true\|false` | `should-retry` / `should-not-retry` (Anthropic and OpenAI SDKs) |
+//! | `retry-after-ms: <ms>` | `retry-after`, wait this long (integer or decimal ms); read before `retry-after` |
+//! | `retry-after: <s>` | `retry-after`, wait this long (integer or decimal seconds) |
+//! | `retry-after: <HTTP-date>` | `retry-after`, wait until then (IMF-fixdate, RFC 850 or asctime; `GMT`, or `UTC` written in its place) |
+//! | `x-ratelimit-remaining: 0` with `x-ratelimit-reset: <epoch s>` | `rate-limit-reset` at that instant (GitHub's primary limit); a reset below 10^9 is read as seconds from now |
+//! | `anthropic-ratelimit-unified-reset: <epoch s>` | `usage-limit-reset` at that instant (an RFC 3339 instant with an offset is read too) |
+//! | `anthropic-ratelimit-unified-status: rejected` | `usage-limit-rejected` |
 //!
-//! A hint that is negative, out of range or unparseable is ignored and listed
-//! in [`Hints::ignored`], so a decision can say so. Nothing here reads a clock.
+//! A hint too large to represent saturates at [`MAX_WAIT`] (about 104 days):
+//! it is longer than any ceiling, never dropped. A negative or unparseable hint is not used and
+//! is listed, with why, among the ignored hints.
 
 use time::format_description::well_known::{Rfc2822, Rfc3339};
 use time::{OffsetDateTime, PrimitiveDateTime};
 
-use crate::classify::{head, MAX_HEADERS};
-use crate::model::{Duration, Header, Timestamp, NANOS_PER_MILLI, NANOS_PER_SEC};
+use crate::model::{Classification, Duration, Header, HintKind, ServerHint, Timestamp, NANOS_PER_MILLI, NANOS_PER_SEC};
+use crate::text::head;
+
+/// At most this many headers are read; the rest are ignored.
+pub const MAX_HEADERS: usize = 256;
 
 /// Header values longer than this are not parsed (and are cut in the quote).
 pub const MAX_VALUE: usize = 128;
 
-/// A wait the server asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Wait {
-    /// How long, from `now`. A date in the past gives 0.
-    pub delay: Duration,
-    /// The header as received, `name: value`, e.g. `retry-after: 7`.
-    pub hint: String,
-}
+/// The longest wait a hint gives: 2^53 - 1 ns (about 104 days), the largest
+/// duration that JSON carries exactly. A longer or unrepresentable hint
+/// saturates here, longer than every ceiling of the configuration.
+pub const MAX_WAIT: Duration = (1 << 53) - 1;
 
-/// Everything the headers say.
+/// Epoch seconds start here; a smaller `x-ratelimit-reset` is a delta.
+const EPOCH_FLOOR: u64 = 1_000_000_000;
+
+/// The hints of a set of headers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Hints {
-    /// `x-should-retry`, with the header as received.
-    pub should_retry: Option<(bool, String)>,
-    /// `retry-after-ms`, else `retry-after`.
-    pub wait: Option<Wait>,
-    /// `anthropic-ratelimit-unified-reset`: the usage-limit reset instant (ms) and the header.
-    pub unified_reset: Option<(Timestamp, String)>,
-    /// `anthropic-ratelimit-unified-status: rejected`, as received.
-    pub unified_rejected: Option<String>,
-    /// Hints present but not usable, each `name: value (why)`.
+pub struct Read {
+    /// Usable hints, in header order.
+    pub hints: Vec<ServerHint>,
+    /// Hints present but not usable, each `` `name: value` (why) ``.
     pub ignored: Vec<String>,
-}
-
-impl Hints {
-    /// `; ignored server hint ...` for a reasoning, or nothing.
-    pub fn ignored_note(&self) -> String {
-        if self.ignored.is_empty() {
-            return String::new();
-        }
-        let plural = if self.ignored.len() == 1 { "" } else { "s" };
-        format!("; ignored server hint{plural} {}", self.ignored.join(", "))
-    }
 }
 
 /// `name: value` as received (value trimmed and cut to [`MAX_VALUE`] bytes).
@@ -63,71 +52,142 @@ fn quote(h: &Header) -> String {
     format!("{}: {}", head(h.name.trim(), 64), head(h.value.trim(), MAX_VALUE))
 }
 
-/// Reads the hints of `headers` against `now`.
-pub fn read(headers: &[Header], now: Timestamp) -> Hints {
-    let mut out = Hints::default();
-    let mut ms_hint: Option<&Header> = None;
-    let mut s_hint: Option<&Header> = None;
-    let mut seen_should = false;
-    let mut seen_reset = false;
-    let mut seen_status = false;
+/// The first header of each name this module reads.
+#[derive(Default)]
+struct Named<'a> {
+    should: Option<&'a Header>,
+    ms: Option<&'a Header>,
+    secs: Option<&'a Header>,
+    remaining: Option<&'a Header>,
+    reset: Option<&'a Header>,
+    unified_reset: Option<&'a Header>,
+    unified_status: Option<&'a Header>,
+}
+
+/// Where a header stands in the list, to keep the hints in header order.
+fn position(headers: &[Header], header: &str) -> usize {
+    let name = header.split(':').next().unwrap_or("").trim();
+    headers.iter().position(|h| h.name.trim().eq_ignore_ascii_case(name)).unwrap_or(usize::MAX)
+}
+
+fn named(headers: &[Header]) -> Named<'_> {
+    let mut n = Named::default();
     for h in headers.iter().take(MAX_HEADERS) {
-        let name = h.name.trim();
-        if name.eq_ignore_ascii_case("x-should-retry") && !seen_should {
-            seen_should = true;
-            match h.value.trim().to_ascii_lowercase().as_str() {
-                "true" => out.should_retry = Some((true, quote(h))),
-                "false" => out.should_retry = Some((false, quote(h))),
-                _ => out.ignored.push(format!("`{}` (neither true nor false)", quote(h))),
-            }
-        } else if name.eq_ignore_ascii_case("retry-after-ms") && ms_hint.is_none() {
-            ms_hint = Some(h);
-        } else if name.eq_ignore_ascii_case("retry-after") && s_hint.is_none() {
-            s_hint = Some(h);
-        } else if name.eq_ignore_ascii_case("anthropic-ratelimit-unified-reset") && !seen_reset {
-            seen_reset = true;
-            match instant(h.value.trim()) {
-                Some(at) => out.unified_reset = Some((at, quote(h))),
-                None => out.ignored.push(format!("`{}` (not an epoch in seconds or an RFC 3339 instant)", quote(h))),
-            }
-        } else if name.eq_ignore_ascii_case("anthropic-ratelimit-unified-status") && !seen_status {
-            seen_status = true;
-            if h.value.trim().eq_ignore_ascii_case("rejected") {
-                out.unified_rejected = Some(quote(h));
-            }
-        }
-    }
-    if let Some(h) = ms_hint {
-        match decimal(h.value.trim(), NANOS_PER_MILLI) {
-            Ok(delay) => out.wait = Some(Wait { delay, hint: quote(h) }),
-            Err(why) => out.ignored.push(format!("`{}` ({why})", quote(h))),
-        }
-    }
-    if let Some(h) = s_hint {
-        let v = h.value.trim();
-        let parsed = match decimal(v, NANOS_PER_SEC) {
-            Ok(d) => Ok(d),
-            Err(Bad::Negative) => Err("negative".to_string()),
-            Err(Bad::Range) => Err("out of range".to_string()),
-            Err(Bad::Syntax) => match http_date(v) {
-                Some(at) => Ok(at.saturating_sub(now).saturating_mul(NANOS_PER_MILLI)),
-                None => Err("neither seconds nor an HTTP date".to_string()),
-            },
+        let slot = match h.name.trim().to_ascii_lowercase().as_str() {
+            "x-should-retry" => &mut n.should,
+            "retry-after-ms" => &mut n.ms,
+            "retry-after" => &mut n.secs,
+            "x-ratelimit-remaining" => &mut n.remaining,
+            "x-ratelimit-reset" => &mut n.reset,
+            "anthropic-ratelimit-unified-reset" => &mut n.unified_reset,
+            "anthropic-ratelimit-unified-status" => &mut n.unified_status,
+            _ => continue,
         };
-        match parsed {
-            // retry-after-ms, when usable, wins; retry-after is then not used.
-            Ok(delay) if out.wait.is_none() => out.wait = Some(Wait { delay, hint: quote(h) }),
-            Ok(_) => {}
+        slot.get_or_insert(h);
+    }
+    n
+}
+
+fn hint(kind: HintKind, header: String, after: Option<Duration>, at: Option<Timestamp>) -> ServerHint {
+    ServerHint { kind, header, after, at }
+}
+
+/// Reads the hints of `headers`.
+pub fn read(headers: &[Header]) -> Read {
+    let n = named(headers);
+    let mut out = Read::default();
+    if let Some(h) = n.should {
+        match h.value.trim().to_ascii_lowercase().as_str() {
+            "true" => out.hints.push(hint(HintKind::ShouldRetry, quote(h), None, None)),
+            "false" => out.hints.push(hint(HintKind::ShouldNotRetry, quote(h), None, None)),
+            _ => out.ignored.push(format!("`{}` (neither true nor false)", quote(h))),
+        }
+    }
+    wait(&n, &mut out);
+    if let Some(r) = n.remaining.filter(|r| r.value.trim() == "0") {
+        let reset = n.reset.map(|h| (h, h.value.trim().parse::<u64>()));
+        let (header, after, at) = match reset {
+            Some((h, Ok(v))) if v >= EPOCH_FLOOR => (format!("{}; {}", quote(r), quote(h)), None, v.checked_mul(1000)),
+            Some((h, Ok(v))) => {
+                (format!("{}; {}", quote(r), quote(h)), Some(v.saturating_mul(NANOS_PER_SEC).min(MAX_WAIT)), None)
+            }
+            Some((h, Err(_))) => {
+                out.ignored.push(format!("`{}` (not epoch seconds)", quote(h)));
+                (quote(r), None, None)
+            }
+            None => (quote(r), None, None),
+        };
+        out.hints.push(hint(HintKind::RateLimitReset, header, after, at));
+    }
+    if let Some(h) = n.unified_reset {
+        match instant(h.value.trim()) {
+            Some(at) => out.hints.push(hint(HintKind::UsageLimitReset, quote(h), None, Some(at))),
+            None => out.ignored.push(format!("`{}` (not an epoch in seconds or an RFC 3339 instant)", quote(h))),
+        }
+    }
+    if let Some(h) = n.unified_status.filter(|h| h.value.trim().eq_ignore_ascii_case("rejected")) {
+        out.hints.push(hint(HintKind::UsageLimitRejected, quote(h), None, None));
+    }
+    out.hints.sort_by_key(|h| position(headers, &h.header));
+    out
+}
+
+// The hints of a classification, as the deciders read them.
+
+/// `; ignored server hint ...` for a reasoning, or nothing.
+pub fn ignored_note(c: &Classification) -> String {
+    match c.ignored_hints.len() {
+        0 => String::new(),
+        1 => format!("; ignored server hint {}", c.ignored_hints[0]),
+        _ => format!("; ignored server hints {}", c.ignored_hints.join(", ")),
+    }
+}
+
+/// The headers of the hints of `kinds` present in `c`, `; `-joined.
+pub fn quotes(c: &Classification, kinds: &[HintKind]) -> Option<String> {
+    let q: Vec<&str> = c.hints.iter().filter(|h| kinds.contains(&h.kind)).map(|h| h.header.as_str()).collect();
+    (!q.is_empty()).then(|| q.join("; "))
+}
+
+/// The wait a server asks for, resolved against `now`: the `retry-after`
+/// hint, else a spent rate-limit window's reset. An instant in the past is 0.
+pub fn server_wait(c: &Classification, now: Timestamp) -> Option<(Duration, &ServerHint)> {
+    let h = c.hint(HintKind::RetryAfter).or_else(|| c.hint(HintKind::RateLimitReset))?;
+    let wait = match (h.after, h.at) {
+        (Some(after), _) => after,
+        (None, Some(at)) => at.saturating_sub(now).saturating_mul(NANOS_PER_MILLI).min(MAX_WAIT),
+        (None, None) => return None,
+    };
+    Some((wait, h))
+}
+
+/// `retry-after-ms`, else `retry-after`: one `retry-after` hint.
+fn wait(n: &Named, out: &mut Read) {
+    if let Some(h) = n.ms {
+        match decimal(h.value.trim(), NANOS_PER_MILLI) {
+            Ok(after) => {
+                out.hints.push(hint(HintKind::RetryAfter, quote(h), Some(after), None));
+                return;
+            }
             Err(why) => out.ignored.push(format!("`{}` ({why})", quote(h))),
         }
     }
-    out
+    if let Some(h) = n.secs {
+        let v = h.value.trim();
+        match decimal(v, NANOS_PER_SEC) {
+            Ok(after) => out.hints.push(hint(HintKind::RetryAfter, quote(h), Some(after), None)),
+            Err(Bad::Negative) => out.ignored.push(format!("`{}` (negative)", quote(h))),
+            Err(Bad::Syntax) => match http_date(v) {
+                Some(at) => out.hints.push(hint(HintKind::RetryAfter, quote(h), None, Some(at))),
+                None => out.ignored.push(format!("`{}` (neither seconds nor an HTTP date)", quote(h))),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bad {
     Negative,
-    Range,
     Syntax,
 }
 
@@ -135,15 +195,15 @@ impl std::fmt::Display for Bad {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Bad::Negative => "negative",
-            Bad::Range => "out of range",
             Bad::Syntax => "not a number",
         })
     }
 }
 
 /// A non-negative decimal (`7`, `1.5`, `.25`) times `unit` nanoseconds, in
-/// integers: every host computes the same nanosecond. At most 12 integer
-/// digits; fraction digits past the unit's precision are dropped.
+/// integers: every host computes the same nanosecond. A value too large
+/// saturates at [`MAX_WAIT`]; fraction digits past the unit's precision are
+/// dropped.
 fn decimal(v: &str, unit: u64) -> Result<Duration, Bad> {
     if v.len() > MAX_VALUE {
         return Err(Bad::Syntax);
@@ -161,28 +221,34 @@ fn decimal(v: &str, unit: u64) -> Result<Duration, Bad> {
     {
         return Err(Bad::Syntax);
     }
-    if int.len() > 12 {
-        return Err(Bad::Range);
-    }
-    let whole: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| Bad::Syntax)? };
-    let mut total = whole.checked_mul(unit).ok_or(Bad::Range)?;
+    let whole: u64 = if int.is_empty() { 0 } else { int.parse().unwrap_or(u64::MAX) };
+    let mut total = whole.saturating_mul(unit);
     let mut scale = unit;
     for d in frac.bytes() {
         scale /= 10;
         if scale == 0 {
             break;
         }
-        total = total.checked_add((d - b'0') as u64 * scale).ok_or(Bad::Range)?;
+        total = total.saturating_add((d - b'0') as u64 * scale);
     }
-    Ok(total)
+    Ok(total.min(MAX_WAIT))
 }
 
 /// An HTTP date (RFC 9110 §5.6.7): IMF-fixdate, and the obsolete RFC 850 and
-/// asctime forms, all in GMT. Milliseconds since the epoch.
+/// asctime forms, all in GMT; `UTC` written in place of `GMT` is read the
+/// same. Milliseconds since the epoch.
 pub fn http_date(v: &str) -> Option<Timestamp> {
     if v.len() > 64 {
         return None;
     }
+    let gmt;
+    let v = match v.strip_suffix(" UTC") {
+        Some(rest) => {
+            gmt = format!("{rest} GMT");
+            gmt.as_str()
+        }
+        None => v,
+    };
     let dt = OffsetDateTime::parse(v, &Rfc2822).ok().or_else(|| rfc850(v)).or_else(|| {
         let asctime = time::format_description::parse(
             "[weekday repr:short] [month repr:short] [day padding:space] [hour]:[minute]:[second] [year]",
@@ -235,47 +301,37 @@ mod tests {
         Header { name: name.into(), value: value.into() }
     }
 
-    const NOW: Timestamp = 1_790_000_000_000;
+    fn one(headers: &[Header]) -> ServerHint {
+        let r = read(headers);
+        assert_eq!(r.hints.len(), 1, "{r:?}");
+        r.hints[0].clone()
+    }
 
     #[test]
     fn retry_after_seconds_integer_and_decimal() {
-        let h = read(&[hdr("Retry-After", "7")], NOW);
-        assert_eq!(h.wait, Some(Wait { delay: 7 * NANOS_PER_SEC, hint: "Retry-After: 7".into() }));
-        let h = read(&[hdr("retry-after", " 1.25 ")], NOW);
-        assert_eq!(h.wait.unwrap().delay, 1_250_000_000);
+        let h = one(&[hdr("Retry-After", "7")]);
+        assert_eq!(
+            (h.kind, h.after, h.header.as_str()),
+            (HintKind::RetryAfter, Some(7 * NANOS_PER_SEC), "Retry-After: 7")
+        );
+        assert_eq!(one(&[hdr("retry-after", " 1.25 ")]).after, Some(1_250_000_000));
     }
 
     #[test]
     fn retry_after_ms_wins_over_retry_after() {
-        let h = read(&[hdr("retry-after", "7"), hdr("RETRY-AFTER-MS", "1500")], NOW);
-        let w = h.wait.unwrap();
-        assert_eq!(w.delay, 1_500 * NANOS_PER_MILLI);
-        assert_eq!(w.hint, "RETRY-AFTER-MS: 1500");
+        let h = one(&[hdr("retry-after", "7"), hdr("RETRY-AFTER-MS", "1500")]);
+        assert_eq!((h.after, h.header.as_str()), (Some(1_500 * NANOS_PER_MILLI), "RETRY-AFTER-MS: 1500"));
         // An unusable ms hint falls back to retry-after and is reported.
-        let h = read(&[hdr("retry-after", "7"), hdr("retry-after-ms", "soon")], NOW);
-        assert_eq!(h.wait.as_ref().unwrap().delay, 7 * NANOS_PER_SEC);
-        assert!(h.ignored_note().contains("retry-after-ms: soon"), "{:?}", h.ignored);
+        let r = read(&[hdr("retry-after", "7"), hdr("retry-after-ms", "soon")]);
+        assert_eq!(r.hints[0].after, Some(7 * NANOS_PER_SEC));
+        assert!(r.ignored[0].contains("retry-after-ms: soon"), "{:?}", r.ignored);
     }
 
     #[test]
-    fn http_date_is_read_against_now() {
-        // 1790000000 s = Sat, 21 Sep 2026 ... compute: now + 90 s as an IMF-fixdate.
-        let then = OffsetDateTime::from_unix_timestamp((NOW / 1000 + 90) as i64).unwrap();
-        let s = format!(
-            "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
-            &format!("{:?}", then.weekday())[..3],
-            then.day(),
-            &format!("{:?}", then.month())[..3],
-            then.year(),
-            then.hour(),
-            then.minute(),
-            then.second()
-        );
-        let h = read(&[hdr("Retry-After", &s)], NOW);
-        assert_eq!(h.wait.unwrap().delay, 90 * NANOS_PER_SEC, "{s}");
-        // A date in the past means now.
-        let h = read(&[hdr("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT")], NOW);
-        assert_eq!(h.wait.unwrap().delay, 0);
+    fn http_date_is_an_instant_in_gmt_or_utc() {
+        let h = one(&[hdr("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT")]);
+        assert_eq!((h.after, h.at), (None, Some(1_445_412_480_000)));
+        assert_eq!(one(&[hdr("Retry-After", "Wed, 21 Oct 2015 07:28:00 UTC")]).at, Some(1_445_412_480_000));
     }
 
     #[test]
@@ -289,37 +345,56 @@ mod tests {
 
     #[test]
     fn negative_and_garbage_hints_are_ignored_and_reported() {
-        let h = read(&[hdr("retry-after", "-5"), hdr("x-should-retry", "maybe")], NOW);
-        assert_eq!(h.wait, None);
-        assert_eq!(h.should_retry, None);
-        assert_eq!(h.ignored.len(), 2);
-        assert!(h.ignored_note().contains("retry-after: -5` (negative)"), "{}", h.ignored_note());
-        let h = read(&[hdr("retry-after", "99999999999999999")], NOW);
-        assert_eq!(h.wait, None);
-        assert!(h.ignored[0].contains("out of range"));
+        let r = read(&[hdr("retry-after", "-5"), hdr("x-should-retry", "maybe")]);
+        assert!(r.hints.is_empty());
+        assert_eq!(r.ignored.len(), 2);
+        assert!(r.ignored.iter().any(|i| i.contains("retry-after: -5` (negative)")), "{:?}", r.ignored);
+    }
+
+    #[test]
+    fn a_hint_too_large_saturates() {
+        assert_eq!(one(&[hdr("retry-after", "99999999999999999")]).after, Some(MAX_WAIT));
+        assert_eq!(one(&[hdr("retry-after-ms", "9007199254741")]).after, Some(MAX_WAIT));
     }
 
     #[test]
     fn should_retry_both_ways_first_wins() {
-        let h = read(&[hdr("X-Should-Retry", "False"), hdr("x-should-retry", "true")], NOW);
-        assert_eq!(h.should_retry, Some((false, "X-Should-Retry: False".into())));
-        let h = read(&[hdr("x-should-retry", "true")], NOW);
-        assert_eq!(h.should_retry.unwrap().0, true);
+        assert_eq!(
+            one(&[hdr("X-Should-Retry", "False"), hdr("x-should-retry", "true")]).kind,
+            HintKind::ShouldNotRetry
+        );
+        assert_eq!(one(&[hdr("x-should-retry", "true")]).kind, HintKind::ShouldRetry);
     }
 
     #[test]
     fn unified_reset_epoch_seconds_and_status() {
-        let h = read(
-            &[
-                hdr("anthropic-ratelimit-unified-reset", "1790007200"),
-                hdr("anthropic-ratelimit-unified-status", "rejected"),
-            ],
-            NOW,
+        let r = read(&[
+            hdr("anthropic-ratelimit-unified-reset", "1790007200"),
+            hdr("anthropic-ratelimit-unified-status", "rejected"),
+        ]);
+        let kinds: Vec<HintKind> = r.hints.iter().map(|h| h.kind).collect();
+        assert_eq!(kinds, vec![HintKind::UsageLimitReset, HintKind::UsageLimitRejected]);
+        // In header order.
+        let r = read(&[
+            hdr("anthropic-ratelimit-unified-status", "rejected"),
+            hdr("anthropic-ratelimit-unified-reset", "1790007200"),
+        ]);
+        assert_eq!(r.hints[0].kind, HintKind::UsageLimitRejected);
+        assert_eq!(r.hints[1].at, Some(1_790_007_200_000));
+        assert!(read(&[hdr("anthropic-ratelimit-unified-status", "allowed_warning")]).hints.is_empty());
+    }
+
+    #[test]
+    fn github_primary_rate_limit() {
+        let h = one(&[hdr("x-ratelimit-remaining", "0"), hdr("x-ratelimit-reset", "1790000600")]);
+        assert_eq!((h.kind, h.at), (HintKind::RateLimitReset, Some(1_790_000_600_000)));
+        assert_eq!(h.header, "x-ratelimit-remaining: 0; x-ratelimit-reset: 1790000600");
+        assert_eq!(
+            one(&[hdr("x-ratelimit-remaining", "0"), hdr("x-ratelimit-reset", "30")]).after,
+            Some(30 * NANOS_PER_SEC)
         );
-        assert_eq!(h.unified_reset.unwrap().0, 1_790_007_200_000);
-        assert!(h.unified_rejected.is_some());
-        let h = read(&[hdr("anthropic-ratelimit-unified-status", "allowed_warning")], NOW);
-        assert!(h.unified_rejected.is_none());
+        // Requests left: no hint.
+        assert!(read(&[hdr("x-ratelimit-remaining", "12"), hdr("x-ratelimit-reset", "1790000600")]).hints.is_empty());
     }
 
     #[test]
@@ -336,6 +411,6 @@ mod tests {
     fn only_the_first_max_headers_are_read() {
         let mut hs: Vec<Header> = (0..MAX_HEADERS).map(|i| hdr(&format!("x-{i}"), "1")).collect();
         hs.push(hdr("retry-after", "7"));
-        assert_eq!(read(&hs, NOW).wait, None);
+        assert!(read(&hs).hints.is_empty());
     }
 }

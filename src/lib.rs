@@ -8,6 +8,7 @@ pub mod backoff;
 pub mod breaker;
 pub mod classify;
 pub mod config;
+pub mod decision;
 pub mod hints;
 pub mod limits;
 pub mod markers;
@@ -17,6 +18,7 @@ pub mod record;
 pub mod reset;
 pub mod resume;
 pub mod signature;
+pub mod text;
 pub mod transport;
 
 #[cfg(target_arch = "wasm32")]

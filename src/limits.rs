@@ -4,9 +4,9 @@
 //! commands.
 
 use crate::backoff::base_delay;
-use crate::config::human;
+use crate::decision::{build, Facts};
 use crate::model::*;
-use crate::transport::blank;
+use crate::text::human;
 
 /// At most this many failure timestamps are accepted.
 pub const MAX_FAILURES: usize = 100_000;
@@ -25,19 +25,15 @@ pub fn window(now: Timestamp, config: &Config, t: &TaskFailure) -> Result<Decisi
     let window_ms = w.window / NANOS_PER_MILLI;
     let since = now.saturating_sub(window_ms);
     let count = t.failures.iter().filter(|&&at| at > since).count().max(1) as u32;
+    let counted = Facts { attempt: count, max_attempts: w.limit, ..Facts::default() };
     if count >= w.limit {
-        let mut d = blank(
-            Action::Block,
-            format!(
-                "blocked: {count} task failures in the last {} reached the limit of {}; re-enqueueing would repeat the failure. Unblock with: {}",
-                human(w.window),
-                w.limit,
-                w.unblock_commands.join(" | ")
-            ),
+        let why = format!(
+            "blocked: {count} task failures in the last {} reached the limit of {}; re-enqueueing would repeat the failure. Unblock with: {}",
+            human(w.window),
+            w.limit,
+            w.unblock_commands.join(" | ")
         );
-        d.attempt = count;
-        d.max_attempts = w.limit;
-        d.circuit_breaker = Some(CircuitBreaker {
+        let breaker = CircuitBreaker {
             breaker: "window".to_string(),
             signature: String::new(),
             count,
@@ -45,23 +41,17 @@ pub fn window(now: Timestamp, config: &Config, t: &TaskFailure) -> Result<Decisi
             manual: None,
             look_at: format!("the task failures of the last {}", human(w.window)),
             unblock_commands: w.unblock_commands.clone(),
-        });
-        return Ok(d);
+        };
+        return Ok(build(Action::Block, why, Facts { circuit_breaker: Some(breaker), ..counted }));
     }
     let delay = base_delay(w.base_delay, 2, count - 1).min(w.max_delay);
-    let mut d = blank(
-        Action::Proceed,
-        format!(
-            "re-enqueue after {}: {count} of {} allowed task failures in the last {}",
-            human(delay),
-            w.limit,
-            human(w.window)
-        ),
+    let why = format!(
+        "re-enqueue after {}: {count} of {} allowed task failures in the last {}",
+        human(delay),
+        w.limit,
+        human(w.window)
     );
-    d.delay = Some(delay);
-    d.attempt = count;
-    d.max_attempts = w.limit;
-    Ok(d)
+    Ok(build(Action::Proceed, why, Facts { delay: Some(delay), ..counted }))
 }
 
 pub fn cycle(config: &Config, c: &CycleEntry) -> Result<Decision, PolicyError> {
@@ -72,19 +62,15 @@ pub fn cycle(config: &Config, c: &CycleEntry) -> Result<Decision, PolicyError> {
     if c.name.len() > 256 {
         return Err(PolicyError::input("situation.cycle_entered.name", "at most 256 bytes"));
     }
+    let counted = Facts { attempt: c.count, max_attempts: max, ..Facts::default() };
     if c.count >= max {
-        let mut d = blank(
-            Action::Block,
-            format!(
-                "blocked: cycle {:?} re-entered itself {} times, reaching the limit of {max}. Unblock with: {}",
-                c.name,
-                c.count,
-                config.cycle.unblock_commands.join(" | ")
-            ),
+        let why = format!(
+            "blocked: cycle {:?} re-entered itself {} times, reaching the limit of {max}. Unblock with: {}",
+            c.name,
+            c.count,
+            config.cycle.unblock_commands.join(" | ")
         );
-        d.attempt = c.count;
-        d.max_attempts = max;
-        d.circuit_breaker = Some(CircuitBreaker {
+        let breaker = CircuitBreaker {
             breaker: "cycle".to_string(),
             signature: c.name.clone(),
             count: c.count,
@@ -92,13 +78,10 @@ pub fn cycle(config: &Config, c: &CycleEntry) -> Result<Decision, PolicyError> {
             manual: None,
             look_at: format!("why {:?} keeps re-entering itself", c.name),
             unblock_commands: config.cycle.unblock_commands.clone(),
-        });
-        return Ok(d);
+        };
+        return Ok(build(Action::Block, why, Facts { circuit_breaker: Some(breaker), ..counted }));
     }
-    let mut d = blank(Action::Proceed, format!("cycle {:?}: {} of {max} allowed", c.name, c.count));
-    d.attempt = c.count;
-    d.max_attempts = max;
-    Ok(d)
+    Ok(build(Action::Proceed, format!("cycle {:?}: {} of {max} allowed", c.name, c.count), counted))
 }
 
 #[cfg(test)]

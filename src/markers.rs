@@ -66,6 +66,12 @@ pub struct Marker {
     pub weak: bool,
     #[serde(default)]
     pub generic: bool,
+    /// The server says it is throttling: outranks a restated status.
+    #[serde(default)]
+    pub throttle: bool,
+    /// Only restates an HTTP status (`403 forbidden`): a throttle outranks it.
+    #[serde(default)]
+    pub status: bool,
 }
 
 /// Whether a match kind is read from the text.

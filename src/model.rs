@@ -98,7 +98,39 @@ pub enum SignalSource {
     HttpStatus,
     ExitCode,
     Signal,
+    Header,
     None,
+}
+
+/// What a server hint says (see `hints.rs` for the headers read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HintKind {
+    /// `x-should-retry: true`.
+    ShouldRetry,
+    /// `x-should-retry: false`.
+    ShouldNotRetry,
+    /// `retry-after-ms` or `retry-after`: wait `after`, or until `at` (an HTTP date).
+    RetryAfter,
+    /// A spent rate-limit window that resets at `at` (`x-ratelimit-remaining: 0`
+    /// with `x-ratelimit-reset`).
+    RateLimitReset,
+    /// A subscription usage limit that resets at `at` (`anthropic-ratelimit-unified-reset`).
+    UsageLimitReset,
+    /// The subscription usage limit is reached (`anthropic-ratelimit-unified-status: rejected`).
+    UsageLimitRejected,
+}
+
+/// One server hint, read from the evidence's headers by `classify`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerHint {
+    pub kind: HintKind,
+    /// The header(s) as received, `name: value`, `; `-separated.
+    pub header: String,
+    /// A wait relative to the failure, saturating at `hints::MAX_WAIT`.
+    pub after: Option<Duration>,
+    /// An instant, ms since the epoch: an HTTP date, or a reset.
+    pub at: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,6 +188,17 @@ pub struct Classification {
     pub reset_hint: Option<String>,
     pub reset_at: Option<Timestamp>,
     pub reset_after: Option<Duration>,
+    /// The usable server hints of the evidence's headers, in header order.
+    pub hints: Vec<ServerHint>,
+    /// Hint headers present but unusable, each `` `name: value` (why) ``.
+    pub ignored_hints: Vec<String>,
+}
+
+impl Classification {
+    /// The first hint of `kind`.
+    pub fn hint(&self, kind: HintKind) -> Option<&ServerHint> {
+        self.hints.iter().find(|h| h.kind == kind)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,6 +213,8 @@ pub struct TransportConfig {
     #[serde(deserialize_with = "de_u64")]
     pub hint_ceiling: Duration,
     pub retry_bare_signals: bool,
+    #[serde(deserialize_with = "de_u64")]
+    pub max_elapsed: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -281,6 +326,8 @@ pub struct StepFailure {
     pub attempt: u32,
     #[serde(deserialize_with = "de_u64")]
     pub waited: Duration,
+    #[serde(deserialize_with = "de_u64")]
+    pub elapsed: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,12 +9,6 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// The prefix of the greppable marker line (one trailing space).
 pub const MARKER_PREFIX: &str = "backstop.failure_class ";
 
-/// Fills `record_json` from the other fields.
-pub fn seal(mut d: Decision) -> Decision {
-    d.record_json = serde_json::to_string(&d).unwrap_or_else(|_| "{}".to_string());
-    d
-}
-
 /// The marker line: `backstop.failure_class {json}`.
 pub fn marker_line(d: &Decision) -> String {
     format!("{MARKER_PREFIX}{}", d.record_json)

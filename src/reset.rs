@@ -10,8 +10,8 @@ use regex::Regex;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::classify::head;
 use crate::model::{Duration, Timestamp, NANOS_PER_SEC};
+use crate::text::head;
 
 /// The hint is cut to this many bytes.
 pub const MAX_HINT: usize = 160;
@@ -28,6 +28,9 @@ pub struct Reset {
 
 struct Patterns {
     hint: Regex,
+    clock: Regex,
+    zone: Regex,
+    date: Regex,
     epoch_pipe: Regex,
     epoch_json: Regex,
     after_json: Regex,
@@ -40,6 +43,12 @@ fn patterns() -> &'static Patterns {
     static P: OnceLock<Patterns> = OnceLock::new();
     P.get_or_init(|| Patterns {
         hint: Regex::new(r"(?i)\b(?:resets?(?:\s+at)?|try again (?:in|at)|retry (?:in|at|after))\s+([^\n\r]+)").unwrap(),
+        clock: Regex::new(r"(?i)\b\d{1,2}(?::\d{2}(?::\d{2})?\s*(?:am|pm)?|\s*(?:am|pm))\b|\b(?:midnight|noon)\b").unwrap(),
+        zone: Regex::new(r"(?i)\b(?:utc|gmt|z|[pmce][sd]t|cet|cest|bst|ist|jst|aest|aedt)\b|[+-]\d{2}:?\d{2}\b|\b[a-z]+/[a-z_]+\b|\b(?:pacific|eastern|central|mountain) time\b").unwrap(),
+        date: Regex::new(
+            r"(?i)\b\d{4}-\d{2}-\d{2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\b|\b\d{1,2}\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b",
+        )
+        .unwrap(),
         epoch_pipe: Regex::new(r"(?i)limit reached\|(\d{10,13})\b").unwrap(),
         epoch_json: Regex::new(r#"(?i)"?resets?_at"?\s*[:=]\s*"?(\d{10,13})\b"#).unwrap(),
         after_json: Regex::new(r#"(?i)"?resets?_in_seconds"?\s*[:=]\s*(\d{1,9})\b"#).unwrap(),
@@ -73,19 +82,17 @@ pub fn find_reset(texts: &[&str]) -> Reset {
     out
 }
 
-/// An instant as `2026-09-21T12:00:00Z` (UTC, whole seconds), for reasonings.
-pub fn format_utc(ms: Timestamp) -> String {
-    match OffsetDateTime::from_unix_timestamp((ms / 1000) as i64) {
-        Ok(t) => format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-            t.year(),
-            t.month() as u8,
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        ),
-        Err(_) => format!("{ms} ms after the epoch"),
+/// What a reset hint lacks to name one instant, for reasonings: `a date` for
+/// `resets 9:20am (UTC)`, `a UTC offset` for `2026-05-13 07:38`, and so on.
+pub fn lacks(hint: &str) -> &'static str {
+    let p = patterns();
+    let (clock, zone, date) = (p.clock.is_match(hint), p.zone.is_match(hint), p.date.is_match(hint));
+    match (date, clock, zone) {
+        (true, true, false) => "a UTC offset",
+        (true, false, _) => "a time of day",
+        (false, true, true) => "a date",
+        (false, true, false) => "a date and a UTC offset",
+        _ => "a date, a time of day and a UTC offset (or an epoch)",
     }
 }
 
@@ -99,7 +106,7 @@ fn epoch(p: &Patterns, text: &str) -> Option<Timestamp> {
 
 fn dated(p: &Patterns, text: &str) -> Option<Timestamp> {
     let c = p.dated.captures(text)?;
-    let when = c.get(1)?.as_str().replace(' ', "T").replace('t', "T");
+    let when = c.get(1)?.as_str().replace([' ', 't'], "T");
     let zone = c.get(2)?.as_str();
     let zone = match zone.to_ascii_lowercase().as_str() {
         "z" | "utc" => "Z".to_string(),
@@ -148,6 +155,16 @@ mod tests {
     }
 
     #[test]
+    fn lacks_names_what_is_missing() {
+        assert_eq!(lacks("resets 9:20am (UTC)"), "a date");
+        assert_eq!(lacks("resets 3pm (Europe/Berlin)"), "a date");
+        assert_eq!(lacks("reset at 2026-05-13 07:38:08"), "a UTC offset");
+        assert_eq!(lacks("resets 9:20am"), "a date and a UTC offset");
+        assert_eq!(lacks("resets Nov 3"), "a time of day");
+        assert_eq!(lacks("try again later"), "a date, a time of day and a UTC offset (or an epoch)");
+    }
+
+    #[test]
     fn epoch_after_pipe_is_an_instant() {
         let r = find_reset(&["Claude AI usage limit reached|1749924000"]);
         assert_eq!(r.at, Some(1_749_924_000_000));
@@ -160,13 +177,6 @@ mod tests {
         let r = find_reset(&["Your limit will reset at 2026-05-13 07:38:08"]);
         assert_eq!(r.at, None);
         assert!(r.hint.unwrap().contains("2026-05-13 07:38:08"));
-    }
-
-    #[test]
-    fn utc_formatting() {
-        assert_eq!(format_utc(1_778_650_688_000), "2026-05-13T05:38:08Z");
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
-        assert!(format_utc(u64::MAX).contains("ms after the epoch"));
     }
 
     #[test]

@@ -52,12 +52,12 @@
 //!    again when the run resumes).
 
 use crate::backoff;
-use crate::classify::{classify_with, head, Options};
-use crate::config::human;
-use crate::hints;
+use crate::classify::{classify_with, Options};
+use crate::decision::{build, later, Facts};
+use crate::hints::{ignored_note, server_wait};
 use crate::model::*;
 use crate::reset;
-use crate::transport::{blank, from_classification, later};
+use crate::text::{format_utc, head, human};
 
 /// A run-stop code longer than this (after trimming) is invalid input.
 pub const MAX_CODE: usize = 64;
@@ -152,12 +152,53 @@ fn readings(r: &RunStop) -> String {
         .join(", ")
 }
 
-/// A stop: `blank` or carrying the evidence's classification.
-fn stop(action: Action, c: Option<&Classification>, why: String) -> Decision {
-    match c {
-        Some(c) => from_classification(action, c, why),
-        None => blank(action, why),
+/// One run stop, as the steps below read it.
+struct Ctx<'a> {
+    now: Timestamp,
+    entropy: u64,
+    rc: &'a ResumeConfig,
+    r: &'a RunStop,
+    /// The normalised code.
+    code: &'a str,
+    /// `code X`, or `no error code`, for reasonings.
+    shown: String,
+    /// The evidence's classification; none for `BUDGET_EXCEEDED`, which ignores it.
+    c: Option<Classification>,
+}
+
+/// What a step decided: everything of the decision that differs by step.
+struct Outcome {
+    action: Action,
+    why: String,
+    retryable: bool,
+    delay: Option<Duration>,
+    resume_at: Option<Timestamp>,
+    server_hint: Option<String>,
+    reset_hint: Option<String>,
+    auto: Option<RunAutoResumed>,
+}
+
+impl Outcome {
+    fn stop(action: Action, why: String, retryable: bool) -> Outcome {
+        Outcome {
+            action,
+            why,
+            retryable,
+            delay: None,
+            resume_at: None,
+            server_hint: None,
+            reset_hint: None,
+            auto: None,
+        }
     }
+}
+
+/// The wait before a resume.
+struct Wait {
+    delay: Duration,
+    reason: &'static str,
+    how: String,
+    server_hint: Option<String>,
 }
 
 pub fn decide(now: Timestamp, entropy: u64, config: &Config, r: &RunStop) -> Result<Decision, PolicyError> {
@@ -165,239 +206,292 @@ pub fn decide(now: Timestamp, entropy: u64, config: &Config, r: &RunStop) -> Res
     let rc = &config.resume;
     let code = normalize(&r.code);
     let shown = if code.is_empty() { "no error code".to_string() } else { format!("code {code}") };
-    let mut d = decide_inner(now, entropy, config, r, &code, &shown);
-    d.attempt = r.resumes_done.saturating_add(1);
-    d.max_attempts = rc.max_resumes;
-    Ok(d)
+    let c = match code.as_str() {
+        "BUDGET_EXCEEDED" => None,
+        _ => r.evidence.as_ref().map(|e| classify_with(e, &Options::from_config(config))),
+    };
+    let x = Ctx { now, entropy, rc, r, code: &code, shown, c };
+    let o = not_allowed(&x)
+        .or_else(|| vetoed(&x))
+        .or_else(|| off_or_spent(&x))
+        .or_else(|| budget_stop(&x))
+        .unwrap_or_else(|| schedule(&x));
+    let facts = Facts {
+        classification: x.c.as_ref(),
+        delay: o.delay,
+        resume_at: o.resume_at,
+        attempt: r.resumes_done.saturating_add(1),
+        max_attempts: rc.max_resumes,
+        retryable: o.retryable,
+        server_hint: o.server_hint,
+        reset_hint: o.reset_hint,
+        run_auto_resumed: o.auto,
+        ..Facts::default()
+    };
+    Ok(build(o.action, o.why, facts))
 }
 
-fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code: &str, shown: &str) -> Decision {
-    let rc = &config.resume;
-
-    // 2. The allow-list.
-    if !ALLOW_LIST.contains(&code) {
-        let why = match FAIL_CLOSED.iter().find(|(k, _)| *k == code) {
-            Some((_, why)) => why.to_string(),
-            None if code.is_empty() => "an unclassified stop fails closed".to_string(),
-            None => "an unknown code fails closed".to_string(),
-        };
-        let c = r.evidence.as_ref().map(|e| classify_with(e, &Options::from_config(config)));
-        return stop(Action::Terminal, c.as_ref(), format!("not auto-recoverable ({shown}): {why} — {LEAVE}"));
+/// Step 2, the allow-list: any other code, an empty one included, fails closed.
+fn not_allowed(x: &Ctx) -> Option<Outcome> {
+    if ALLOW_LIST.contains(&x.code) {
+        return None;
     }
-
-    // 3. The evidence.
-    let budget = code == "BUDGET_EXCEEDED";
-    let c = if budget { None } else { r.evidence.as_ref().map(|e| classify_with(e, &Options::from_config(config))) };
-    let h = match (&r.evidence, budget) {
-        (Some(e), false) => hints::read(&e.headers, now),
-        _ => hints::Hints::default(),
+    let why = match FAIL_CLOSED.iter().find(|(k, _)| *k == x.code) {
+        Some((_, why)) => why.to_string(),
+        None if x.code.is_empty() => "an unclassified stop fails closed".to_string(),
+        None => "an unknown code fails closed".to_string(),
     };
-    if let Some(c) = &c {
-        if matches!(c.class, FailureClass::Work | FailureClass::Environmental) {
-            let why = format!(
-                "not auto-recoverable ({shown}): the evidence is classified `{}` (signal {:?}), which a resume meets again — {LEAVE}",
-                c.class.as_str(),
-                c.signal.as_deref().unwrap_or("")
-            );
-            let mut d = from_classification(Action::Terminal, c, why);
-            d.retryable = false;
-            return d;
-        }
-    }
-    let usage = is_usage_code(code)
-        || c.as_ref().is_some_and(|c| c.class == FailureClass::UsageLimit)
-        || h.unified_rejected.is_some();
-    if code == "EXECUTION_FAILED" && !usage && !c.as_ref().is_some_and(|c| c.class == FailureClass::TransientTransport)
-    {
-        let what = match &c {
-            Some(c) => format!("the evidence is classified `{}`", c.class.as_str()),
-            None => "no evidence was given".to_string(),
-        };
+    let retryable = x.c.as_ref().is_some_and(|c| c.retryable);
+    Some(Outcome::stop(Action::Terminal, format!("not auto-recoverable ({}): {why} — {LEAVE}", x.shown), retryable))
+}
+
+/// Whether the run waits for a usage limit's reset.
+fn usage(x: &Ctx) -> bool {
+    is_usage_code(x.code) || x.c.as_ref().is_some_and(|c| c.class == FailureClass::UsageLimit)
+}
+
+/// Step 3, the evidence: `work` or `environmental` evidence vetoes a resume;
+/// `EXECUTION_FAILED` resumes only on a transient fault or a usage limit.
+fn vetoed(x: &Ctx) -> Option<Outcome> {
+    let shown = &x.shown;
+    if let Some(c) = x.c.as_ref().filter(|c| matches!(c.class, FailureClass::Work | FailureClass::Environmental)) {
         let why = format!(
-            "not auto-recoverable ({shown}): EXECUTION_FAILED resumes only when its evidence shows a transient fault, and {what} — {LEAVE}"
+            "not auto-recoverable ({shown}): the evidence is classified `{}` (signal {:?}), which a resume meets again — {LEAVE}",
+            c.class.as_str(),
+            c.signal.as_deref().unwrap_or("")
         );
-        return stop(Action::Terminal, c.as_ref(), why);
+        return Some(Outcome::stop(Action::Terminal, why, false));
     }
-    let fact = |action: Action, why: String| {
-        let mut d = stop(action, c.as_ref(), why);
-        d.retryable = true;
-        d
+    let transient = x.c.as_ref().is_some_and(|c| c.class == FailureClass::TransientTransport);
+    if x.code != "EXECUTION_FAILED" || usage(x) || transient {
+        return None;
+    }
+    let what = match &x.c {
+        Some(c) => format!("the evidence is classified `{}`", c.class.as_str()),
+        None => "no evidence was given".to_string(),
     };
+    let why = format!(
+        "not auto-recoverable ({shown}): EXECUTION_FAILED resumes only when its evidence shows a transient fault, and {what} — {LEAVE}"
+    );
+    Some(Outcome::stop(Action::Terminal, why, x.c.as_ref().is_some_and(|c| c.retryable)))
+}
 
-    // 4. Off.
+/// Steps 4 and 5: auto-resume off, or its count spent.
+fn off_or_spent(x: &Ctx) -> Option<Outcome> {
+    let (rc, shown) = (x.rc, &x.shown);
     if rc.max_resumes == 0 {
-        return fact(
-            Action::Terminal,
-            format!(
-                "auto-resume is off (config.resume.max_resumes is 0): {shown} is auto-recoverable, but nothing resumes it automatically — resume it by hand, or set config.resume.max_resumes"
-            ),
+        let why = format!(
+            "auto-resume is off (config.resume.max_resumes is 0): {shown} is auto-recoverable, but nothing resumes it automatically — resume it by hand, or set config.resume.max_resumes"
         );
+        return Some(Outcome::stop(Action::Terminal, why, true));
     }
-
-    // 5. The count.
-    if r.resumes_done >= rc.max_resumes {
-        return fact(
-            Action::TerminalBudgetExhausted,
-            format!(
-                "auto-resume bound reached: {} of {} automatic resumes made (config.resume.max_resumes = {}) for {shown} — {LEAVE}",
-                r.resumes_done, rc.max_resumes, rc.max_resumes
-            ),
+    if x.r.resumes_done >= rc.max_resumes {
+        let why = format!(
+            "auto-resume bound reached: {} of {} automatic resumes made (config.resume.max_resumes = {}) for {shown} — {LEAVE}",
+            x.r.resumes_done, rc.max_resumes, rc.max_resumes
         );
+        return Some(Outcome::stop(Action::TerminalBudgetExhausted, why, true));
     }
+    None
+}
 
-    // 6. The budget.
-    let cap = r.budget_cap.as_deref().map(str::trim).filter(|s| !s.is_empty());
-    let cap_name = cap.unwrap_or("the budget cap");
-    let mut raised = String::new();
-    if budget {
-        match (r.budget_tripped_at, r.budget_in_effect) {
-            (Some(t), Some(e)) if e > t => {
-                raised = format!("{cap_name} raised from {t} to {e}, so it does not trip again at once; ")
-            }
-            (t, e) => {
-                let values = match (t, e) {
-                    (Some(t), Some(e)) => format!("tripped at {t}, {e} in effect"),
-                    (Some(t), None) => format!("tripped at {t}, no raised value reported"),
-                    _ => "no raised value reported".to_string(),
-                };
-                let above = t.map(|t| format!(" above {t}")).unwrap_or_default();
-                return fact(
-                    Action::Terminal,
-                    format!(
-                        "budget exceeded and no raised cap in effect ({cap_name}: {values}) — not resuming, which would trip the same cap again; raise {cap_name}{above} and resume"
-                    ),
-                );
-            }
-        }
+fn cap_name(r: &RunStop) -> &str {
+    r.budget_cap.as_deref().map(str::trim).filter(|s| !s.is_empty()).unwrap_or("the budget cap")
+}
+
+/// Step 6: `BUDGET_EXCEEDED` resumes only under a raised cap.
+fn budget_stop(x: &Ctx) -> Option<Outcome> {
+    if x.code != "BUDGET_EXCEEDED" {
+        return None;
     }
-
-    // 7. The wait.
-    let mut reset_hint = c.as_ref().and_then(|c| c.reset_hint.clone());
-    let mut server_hint: Option<String> = None;
-    let (delay, reason, how) = if usage {
-        let quoted = reset_hint.as_deref().map(|q| format!(" (`{q}`)")).unwrap_or_default();
-        let known: Option<(Timestamp, String)> = if let Some((at, q)) = &h.unified_reset {
-            server_hint = Some(q.clone());
-            Some((*at, format!("the server gives the reset as {} (`{q}`)", reset::format_utc(*at))))
-        } else if let Some(w) = &h.wait {
-            server_hint = Some(w.hint.clone());
-            Some((later(now, w.delay), format!("the server asks to wait {} (`{}`)", human(w.delay), w.hint)))
-        } else if let Some(at) = c.as_ref().and_then(|c| c.reset_at) {
-            Some((at, format!("the limit resets at {}{quoted}", reset::format_utc(at))))
-        } else {
-            c.as_ref()
-                .and_then(|c| c.reset_after)
-                .map(|after| (later(now, after), format!("the limit resets {} from now{quoted}", human(after))))
-        };
-        match known {
-            Some((at, said)) => {
-                let until = at.saturating_sub(now).saturating_mul(NANOS_PER_MILLI);
-                let delay = until.saturating_add(rc.reset_margin);
-                if delay > rc.max_reset_wait {
-                    let mut d = fact(
-                        Action::Terminal,
-                        format!(
-                            "usage limit ({shown}): {said}, a wait of {} with the margin, beyond config.resume.max_reset_wait ({}) — not scheduling it; the run stays resumable: resume it by hand after the reset",
-                            human(delay),
-                            human(rc.max_reset_wait)
-                        ),
-                    );
-                    d.server_hint = server_hint;
-                    return d;
-                }
-                let past = if until == 0 { " (already passed)" } else { "" };
-                (
-                    delay,
-                    "usage-limit-reset",
-                    format!(
-                        "usage limit: {said}{past}; resuming at the reset plus the {} margin",
-                        human(rc.reset_margin)
-                    ),
-                )
-            }
-            None => {
-                let delay = backoff::equal_jitter(rc.max_delay, backoff::draw(entropy, r.resumes_done as u64));
-                let said = match reset_hint.as_deref() {
-                    Some(q) => format!(
-                        "the reset is given as `{q}`, which names no unambiguous instant (no UTC offset or epoch), so no resume time is computed from it"
-                    ),
-                    None => "the evidence gives no reset time".to_string(),
-                };
-                (
-                    delay,
-                    "usage-limit-unknown-reset",
-                    format!("usage limit: {said}; trying again after the longest backoff (config.resume.max_delay {}, equal jitter) — a resume before the reset fails fast and counts against max_resumes", human(rc.max_delay)),
-                )
-            }
-        }
-    } else {
-        let planned = backoff::delay(rc.base_delay, 2, r.resumes_done, rc.max_delay, entropy);
-        match &h.wait {
-            Some(w) if w.delay > planned => {
-                if w.delay > rc.max_reset_wait {
-                    let mut d = fact(
-                        Action::Terminal,
-                        format!(
-                            "{shown}: the server asks to wait {} (`{}`), beyond config.resume.max_reset_wait ({}) — not scheduling it; the run stays resumable: resume it by hand later",
-                            human(w.delay),
-                            w.hint,
-                            human(rc.max_reset_wait)
-                        ),
-                    );
-                    d.server_hint = Some(w.hint.clone());
-                    return d;
-                }
-                server_hint = Some(w.hint.clone());
-                (
-                    w.delay,
-                    "server-hint",
-                    format!("the server asks to wait {} (`{}`), longer than the backoff", human(w.delay), w.hint),
-                )
-            }
-            _ => (
-                planned,
-                "auto",
-                format!(
-                    "capped exponential backoff (base {}, cap {}, equal jitter)",
-                    human(rc.base_delay),
-                    human(rc.max_delay)
-                ),
-            ),
-        }
+    let (t, e) = (x.r.budget_tripped_at, x.r.budget_in_effect);
+    if matches!((t, e), (Some(t), Some(e)) if e > t) {
+        return None;
+    }
+    let cap = cap_name(x.r);
+    let values = match (t, e) {
+        (Some(t), Some(e)) => format!("tripped at {t}, {e} in effect"),
+        (Some(t), None) => format!("tripped at {t}, no raised value reported"),
+        _ => "no raised value reported".to_string(),
     };
+    let above = t.map(|t| format!(" above {t}")).unwrap_or_default();
+    let why = format!(
+        "budget exceeded and no raised cap in effect ({cap}: {values}) — not resuming, which would trip the same cap again; raise {cap}{above} and resume"
+    );
+    Some(Outcome::stop(Action::Terminal, why, true))
+}
 
-    // 8. The quota cap. A full window that resets by the time of the resume
-    // does not block it.
-    let cap_pct = rc.quota_cap_percent as f64;
-    let resume_at = later(now, delay);
-    let cleared = |q: &QuotaReading| q.resets_at.is_some_and(|t| t <= resume_at);
-    let over: Vec<&QuotaReading> =
-        r.quota.iter().filter(|q| q.percent.is_some_and(|p| p >= cap_pct) && !cleared(q)).collect();
-    if !over.is_empty() {
-        let windows: Vec<String> =
-            over.iter().map(|q| format!("{}={}%", q.window.trim(), q.percent.unwrap_or(0.0))).collect();
-        let mut d = fact(
-            Action::Terminal,
-            format!(
-                "quota cap {}% reached ({}; all readings: {}) — not resuming now, which would draw quota past the cap; {shown} is auto-recoverable and the run stays resumable: resume it later, when the usage has fallen",
-                rc.quota_cap_percent,
-                windows.join(", "),
-                readings(r)
-            ),
-        );
-        d.server_hint = server_hint;
-        return d;
+/// Steps 7 and 8: the wait, then the quota cap, then the resume.
+fn schedule(x: &Ctx) -> Outcome {
+    let waited = if usage(x) { usage_wait(x) } else { backoff_wait(x) };
+    let w = match waited {
+        Ok(w) => w,
+        Err(stop) => return *stop,
+    };
+    let resume_at = later(x.now, w.delay);
+    if let Some(mut stop) = quota_stop(x, resume_at) {
+        stop.server_hint = w.server_hint;
+        return stop;
     }
+    let (r, rc) = (x.r, x.rc);
+    let raised = match (x.code, r.budget_tripped_at, r.budget_in_effect) {
+        ("BUDGET_EXCEEDED", Some(t), Some(e)) => {
+            format!("{} raised from {t} to {e}, so it does not trip again at once; ", cap_name(r))
+        }
+        _ => String::new(),
+    };
+    let attempt = r.resumes_done + 1;
+    let ignored = x.c.as_ref().map(ignored_note).unwrap_or_default();
+    let why = format!(
+        "{} is auto-recoverable: {raised}automatic resume {attempt} of {} after {} ({}){}{ignored}",
+        x.shown,
+        rc.max_resumes,
+        human(w.delay),
+        w.how,
+        quota_note(x, resume_at)
+    );
+    let auto = RunAutoResumed {
+        attempt,
+        max: rc.max_resumes,
+        code: head(x.code, MAX_CODE).to_string(),
+        delay: w.delay,
+        reason: w.reason.to_string(),
+    };
+    Outcome {
+        delay: Some(w.delay),
+        resume_at: Some(resume_at),
+        server_hint: w.server_hint,
+        reset_hint: x.c.as_ref().and_then(|c| c.reset_hint.clone()),
+        auto: Some(auto),
+        ..Outcome::stop(Action::Resume, why, true)
+    }
+}
+
+/// The instant a usage limit resets and how it was said: the server's reset
+/// header, else its `retry-after`, else an instant in the text, else a reset
+/// relative to the failure.
+fn usage_reset(x: &Ctx) -> Option<(Timestamp, String, Option<String>)> {
+    let c = x.c.as_ref()?;
+    let quoted = c.reset_hint.as_deref().map(|q| format!(" (`{q}`)")).unwrap_or_default();
+    if let Some((h, at)) = c.hint(HintKind::UsageLimitReset).and_then(|h| Some((h, h.at?))) {
+        let said = format!("the server gives the reset as {} (`{}`)", format_utc(at), h.header);
+        return Some((at, said, Some(h.header.clone())));
+    }
+    if let Some((w, h)) = server_wait(c, x.now) {
+        let said = format!("the server asks to wait {} (`{}`)", human(w), h.header);
+        return Some((later(x.now, w), said, Some(h.header.clone())));
+    }
+    if let Some(at) = c.reset_at {
+        return Some((at, format!("the limit resets at {}{quoted}", format_utc(at)), None));
+    }
+    let after = c.reset_after?;
+    Some((later(x.now, after), format!("the limit resets {} from now{quoted}", human(after)), None))
+}
+
+/// Step 7 for a usage limit: wait for its reset plus the margin; a reset too
+/// far away stops; an unknown reset waits the longest backoff.
+fn usage_wait(x: &Ctx) -> Result<Wait, Box<Outcome>> {
+    let rc = x.rc;
+    let Some((at, said, server_hint)) = usage_reset(x) else {
+        let delay = backoff::equal_jitter(rc.max_delay, backoff::draw(x.entropy, x.r.resumes_done as u64));
+        let said = match x.c.as_ref().and_then(|c| c.reset_hint.as_deref()) {
+            Some(q) => format!(
+                "the reset is given as `{q}`, which names no unambiguous instant (it has no {}), so no resume time is computed from it",
+                reset::lacks(q)
+            ),
+            None => "the evidence gives no reset time".to_string(),
+        };
+        let how = format!(
+            "usage limit: {said}; trying again after the longest backoff (config.resume.max_delay {}, equal jitter) — a resume before the reset fails fast and counts against max_resumes",
+            human(rc.max_delay)
+        );
+        return Ok(Wait { delay, reason: "usage-limit-unknown-reset", how, server_hint: None });
+    };
+    let until = at.saturating_sub(x.now).saturating_mul(NANOS_PER_MILLI);
+    let delay = until.saturating_add(rc.reset_margin);
+    if delay > rc.max_reset_wait {
+        let why = format!(
+            "usage limit ({}): {said}, a wait of {} with the margin, beyond config.resume.max_reset_wait ({}) — not scheduling it; the run stays resumable: resume it by hand after the reset",
+            x.shown,
+            human(delay),
+            human(rc.max_reset_wait)
+        );
+        return Err(Box::new(Outcome { server_hint, ..Outcome::stop(Action::Terminal, why, true) }));
+    }
+    let past = if until == 0 { " (already passed)" } else { "" };
+    let how = format!("usage limit: {said}{past}; resuming at the reset plus the {} margin", human(rc.reset_margin));
+    Ok(Wait { delay, reason: "usage-limit-reset", how, server_hint })
+}
+
+/// Step 7 otherwise: capped exponential backoff; a longer server wait is a
+/// floor (never a way to resume sooner); beyond `max_reset_wait` it stops.
+fn backoff_wait(x: &Ctx) -> Result<Wait, Box<Outcome>> {
+    let rc = x.rc;
+    let planned = backoff::delay(rc.base_delay, 2, x.r.resumes_done, rc.max_delay, x.entropy);
+    let server = x.c.as_ref().and_then(|c| server_wait(c, x.now)).filter(|(w, _)| *w > planned);
+    let Some((w, h)) = server else {
+        let how = format!(
+            "capped exponential backoff (base {}, cap {}, equal jitter)",
+            human(rc.base_delay),
+            human(rc.max_delay)
+        );
+        return Ok(Wait { delay: planned, reason: "auto", how, server_hint: None });
+    };
+    let server_hint = Some(h.header.clone());
+    if w > rc.max_reset_wait {
+        let why = format!(
+            "{}: the server asks to wait {} (`{}`), beyond config.resume.max_reset_wait ({}) — not scheduling it; the run stays resumable: resume it by hand later",
+            x.shown,
+            human(w),
+            h.header,
+            human(rc.max_reset_wait)
+        );
+        return Err(Box::new(Outcome { server_hint, ..Outcome::stop(Action::Terminal, why, true) }));
+    }
+    let how = format!("the server asks to wait {} (`{}`), longer than the backoff", human(w), h.header);
+    Ok(Wait { delay: w, reason: "server-hint", how, server_hint })
+}
+
+/// A reading at or over the cap, unless its window resets by the resume.
+fn over_cap(x: &Ctx, q: &QuotaReading, resume_at: Timestamp) -> (bool, bool) {
+    let over = q.percent.is_some_and(|p| p >= x.rc.quota_cap_percent as f64);
+    let cleared = q.resets_at.is_some_and(|t| t <= resume_at);
+    (over, cleared)
+}
+
+/// Step 8: any known reading at or over the cap stops, naming every window.
+fn quota_stop(x: &Ctx, resume_at: Timestamp) -> Option<Outcome> {
+    let over: Vec<String> =
+        x.r.quota
+            .iter()
+            .filter(|q| over_cap(x, q, resume_at) == (true, false))
+            .map(|q| format!("{}={}%", q.window.trim(), q.percent.unwrap_or(0.0)))
+            .collect();
+    if over.is_empty() {
+        return None;
+    }
+    let why = format!(
+        "quota cap {}% reached ({}; all readings: {}) — not resuming now, which would draw quota past the cap; {} is auto-recoverable and the run stays resumable: resume it later, when the usage has fallen",
+        x.rc.quota_cap_percent,
+        over.join(", "),
+        readings(x.r),
+        x.shown
+    );
+    Some(Outcome::stop(Action::Terminal, why, true))
+}
+
+/// What the quota readings say beside a resume.
+fn quota_note(x: &Ctx, resume_at: Timestamp) -> String {
+    let (r, cap) = (x.r, x.rc.quota_cap_percent);
     let resetting: Vec<String> = r
         .quota
         .iter()
-        .filter(|q| q.percent.is_some_and(|p| p >= cap_pct) && cleared(q))
-        .map(|q| format!("{} resets at {}", q.window.trim(), reset::format_utc(q.resets_at.unwrap_or(0))))
+        .filter(|q| over_cap(x, q, resume_at) == (true, true))
+        .map(|q| format!("{} resets at {}", q.window.trim(), format_utc(q.resets_at.unwrap_or(0))))
         .collect();
-    let quota_note = if !resetting.is_empty() {
+    if !resetting.is_empty() {
         format!(
-            "; quota at or over the {}% cap only in windows that reset before the resume ({}; readings: {})",
-            rc.quota_cap_percent,
+            "; quota at or over the {cap}% cap only in windows that reset before the resume ({}; readings: {})",
             resetting.join(", "),
             readings(r)
         )
@@ -405,36 +499,12 @@ fn decide_inner(now: Timestamp, entropy: u64, config: &Config, r: &RunStop, code
         String::new()
     } else if r.quota.iter().any(|q| q.percent.is_none()) {
         format!(
-            "; quota under the {}% cap where known ({}; an unknown reading never blocks: the count bounds the loop)",
-            rc.quota_cap_percent,
+            "; quota under the {cap}% cap where known ({}; an unknown reading never blocks: the count bounds the loop)",
             readings(r)
         )
     } else {
-        format!("; quota under the {}% cap ({})", rc.quota_cap_percent, readings(r))
-    };
-
-    let attempt = r.resumes_done + 1;
-    let why = format!(
-        "{shown} is auto-recoverable: {raised}automatic resume {attempt} of {} after {} ({how}){quota_note}{}",
-        rc.max_resumes,
-        human(delay),
-        h.ignored_note()
-    );
-    let mut d = fact(Action::Resume, why);
-    if d.reset_hint.is_none() {
-        d.reset_hint = reset_hint.take();
+        format!("; quota under the {cap}% cap ({})", readings(r))
     }
-    d.delay = Some(delay);
-    d.resume_at = Some(resume_at);
-    d.server_hint = server_hint;
-    d.run_auto_resumed = Some(RunAutoResumed {
-        attempt,
-        max: rc.max_resumes,
-        code: head(code, MAX_CODE).to_string(),
-        delay,
-        reason: reason.to_string(),
-    });
-    d
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ use std::sync::LazyLock;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder};
 use regex::Regex;
 
-use crate::classify::head;
+use crate::text::head;
 
 /// The signature is cut to this many bytes.
 pub const MAX_SIGNATURE: usize = 200;

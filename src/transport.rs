@@ -1,93 +1,52 @@
 //! The bounded transport retry of one step (the in-executor layer).
 //!
-//! Only `transient-transport` is retried, with exponential backoff and equal
-//! jitter, bounded by an attempt cap and by a budget on the time spent
-//! *waiting* on backoff — never the age of the run: the fault this exists for
-//! arrives hours into a long run.
+//! Only a retryable `transient-transport` classification is retried, with
+//! exponential backoff and equal jitter, bounded by an attempt cap and by a
+//! budget on the time spent *waiting* on backoff — never the age of the run:
+//! the fault this exists for arrives hours into a long run. An optional total
+//! deadline (`max-elapsed`) counts the time spent in calls too.
+//!
+//! The class, the signal and the server's hints are the classification's;
+//! this module resolves a hint's instant against `now` and never rewrites
+//! what `classify` said.
 
 use crate::backoff;
 use crate::classify::{classify_with, Options};
-use crate::config::human;
+use crate::decision::{build, later, Facts};
+use crate::hints::{ignored_note, quotes, server_wait};
 use crate::model::*;
-use crate::{hints, reset};
+use crate::text::{count, format_utc, human};
 
 /// At most this attempt number is accepted.
 pub const MAX_ATTEMPT: u32 = 1000;
 
-/// A decision with every optional part empty.
-pub fn blank(action: Action, reasoning: String) -> Decision {
-    Decision {
-        schema_version: crate::record::SCHEMA_VERSION,
-        action,
-        delay: None,
-        resume_at: None,
-        class: None,
-        signal: None,
-        reasoning,
-        attempt: 0,
-        max_attempts: 0,
-        retryable: false,
-        waited: 0,
-        failed_steps: Vec::new(),
-        completed_steps: Vec::new(),
-        evidence: String::new(),
-        reset_hint: None,
-        server_hint: None,
-        circuit_breaker: None,
-        run_auto_resumed: None,
-        record_json: String::new(),
-    }
+/// What one branch decided: everything of the decision that differs by branch.
+struct Outcome {
+    action: Action,
+    why: String,
+    delay: Option<Duration>,
+    resume_at: Option<Timestamp>,
+    server_hint: Option<String>,
 }
 
-/// A decision carrying a classification's facts.
-pub fn from_classification(action: Action, c: &Classification, reasoning: String) -> Decision {
-    Decision {
-        class: Some(c.class),
-        signal: c.signal.clone(),
-        retryable: c.retryable,
-        failed_steps: c.failed_steps.clone(),
-        completed_steps: c.completed_steps.clone(),
-        evidence: c.evidence.clone(),
-        reset_hint: c.reset_hint.clone(),
-        ..blank(action, reasoning)
+impl Outcome {
+    fn stop(action: Action, why: String, server_hint: Option<String>) -> Outcome {
+        Outcome { action, why, delay: None, resume_at: None, server_hint }
     }
 }
 
 /// What a stop says: class and signal, attempts, time waited, completed steps.
 pub fn stop_summary(c: &Classification, attempts: u32, waited: Duration) -> String {
     let steps = if c.completed_steps.is_empty() { "none".to_string() } else { c.completed_steps.join(", ") };
-    let plural = if attempts == 1 { "" } else { "s" };
     format!(
-        "{}; {attempts} attempt{plural} made, {} waited on backoff; completed steps: {steps}",
+        "{}; {} made, {} waited on backoff; completed steps: {steps}",
         c.reasoning,
+        count(attempts as u64, "attempt"),
         human(waited)
     )
 }
 
-/// `ms` later than `now` by `delay` nanoseconds, rounded up to the millisecond
-/// (never early), saturating.
-pub fn later(now: Timestamp, delay: Duration) -> Timestamp {
-    now.saturating_add(delay.div_ceil(NANOS_PER_MILLI))
-}
-
-/// The step retry decision.
-///
-/// Order: the attempt number is checked; server hints are read from
-/// `evidence.headers` (see `hints`); then
-/// 1. `x-should-retry: false` stops, whatever the class;
-/// 2. a usage limit (the class, or `anthropic-ratelimit-unified-status:
-///    rejected` on a transient or unidentified failure) is never retried
-///    here: its wait outlasts the budget; the decision quotes the reset;
-/// 3. only `transient-transport` is retried, and what `x-should-retry: true`
-///    upgrades: `indeterminate` and `usage-limit` (the server is the authority on
-///    its own request). Never `work` or `environmental`: a failing test or a
-///    rejected credential (401/403) gives the same answer again, whatever a
-///    header says;
-/// 4. a retry waits the server's `retry-after-ms` / `retry-after` when given
-///    (replacing the backoff, clamped to what is left of the budget); a hint
-///    longer than `hint-ceiling` gives `resume` with that delay instead: the
-///    wait is handed to the run level, not slept inside the budget.
-pub fn decide(now: Timestamp, entropy: u64, config: &Config, s: &StepFailure) -> Result<Decision, PolicyError> {
+fn validate(s: &StepFailure) -> Result<(), PolicyError> {
     if s.attempt == 0 {
         return Err(PolicyError::input(
             "situation.step_failed.attempt",
@@ -97,170 +56,166 @@ pub fn decide(now: Timestamp, entropy: u64, config: &Config, s: &StepFailure) ->
     if s.attempt > MAX_ATTEMPT {
         return Err(PolicyError::input("situation.step_failed.attempt", format!("at most {MAX_ATTEMPT}")));
     }
-    let t = &config.transport;
-    let mut c = classify_with(&s.evidence, &Options::from_config(config));
-    let h = hints::read(&s.evidence.headers, now);
-    let ignored = h.ignored_note();
-    let mut server_hint: Option<String> = None;
-    let server_says_retry = matches!(h.should_retry, Some((true, _)));
-    let allowed_by_server =
-        server_says_retry && matches!(c.class, FailureClass::Indeterminate | FailureClass::UsageLimit);
+    Ok(())
+}
 
-    let mut d = if let Some((false, hint)) = &h.should_retry {
-        let why =
-            format!("stopped: the server said `{hint}`: no retry; {}{ignored}", stop_summary(&c, s.attempt, s.waited));
-        server_hint = Some(hint.clone());
-        from_classification(Action::Terminal, &c, why)
-    } else if !allowed_by_server
-        && (c.class == FailureClass::UsageLimit
-            || (h.unified_rejected.is_some()
-                && !server_says_retry
-                && matches!(c.class, FailureClass::TransientTransport | FailureClass::Indeterminate)))
-    {
-        if c.class != FailureClass::UsageLimit {
-            let hint = h.unified_rejected.clone().unwrap_or_default();
-            c.class = FailureClass::UsageLimit;
-            c.retryable = false;
-            c.signal = Some(format!("header {hint}"));
-            c.reasoning =
-                crate::classify::reasoning(FailureClass::UsageLimit, c.signal.as_deref(), c.reset_hint.as_deref());
-            server_hint = Some(hint);
-        }
-        usage_limit(now, &c, &h, s, &mut server_hint, &ignored)
-    } else if c.class == FailureClass::TransientTransport || allowed_by_server {
-        if allowed_by_server {
-            server_hint = h.should_retry.as_ref().map(|(_, q)| q.clone());
-        }
-        transient(now, t, entropy, s, &c, &h, &mut server_hint)
+/// The step retry decision, in order:
+/// 1. a failure the server said not to retry (`x-should-retry: false`) stops;
+/// 2. a usage limit is never retried here: its wait outlasts the budget; the
+///    decision quotes the reset;
+/// 3. a `transient-transport` failure is retried (see [`transient`]);
+/// 4. anything else stops: a failing test or a rejected credential gives the
+///    same answer again, whatever a header says.
+pub fn decide(now: Timestamp, entropy: u64, config: &Config, s: &StepFailure) -> Result<Decision, PolicyError> {
+    validate(s)?;
+    let t = &config.transport;
+    let c = classify_with(&s.evidence, &Options::from_config(config));
+    let o = if c.hint(HintKind::ShouldNotRetry).is_some() {
+        let why = format!("stopped: {}{}", stop_summary(&c, s.attempt, s.waited), ignored_note(&c));
+        Outcome::stop(Action::Terminal, why, quotes(&c, &[HintKind::ShouldNotRetry]))
+    } else if c.class == FailureClass::UsageLimit {
+        usage_limit(now, &c, s)
+    } else if c.class == FailureClass::TransientTransport {
+        transient(now, t, entropy, s, &c)
     } else {
-        let overruled = match &h.should_retry {
-            Some((true, q)) => format!(
-                "; `{q}` does not make a `{}` failure retryable: it gives the same answer again",
+        let overruled = match c.hint(HintKind::ShouldRetry) {
+            Some(h) => format!(
+                "; `{}` does not make a `{}` failure retryable: it gives the same answer again",
+                h.header,
                 c.class.as_str()
             ),
-            _ => String::new(),
+            None => String::new(),
         };
-        let why = format!("stopped: {}{overruled}{ignored}", stop_summary(&c, s.attempt, s.waited));
-        from_classification(Action::Terminal, &c, why)
+        let why = format!("stopped: {}{overruled}{}", stop_summary(&c, s.attempt, s.waited), ignored_note(&c));
+        Outcome::stop(Action::Terminal, why, None)
     };
-    if allowed_by_server {
-        d.retryable = true;
-    }
-    d.server_hint = server_hint;
-    d.attempt = s.attempt;
-    d.max_attempts = t.max_attempts;
-    d.waited = s.waited;
-    Ok(d)
+    let facts = Facts {
+        classification: Some(&c),
+        delay: o.delay,
+        resume_at: o.resume_at,
+        attempt: s.attempt,
+        max_attempts: t.max_attempts,
+        retryable: c.retryable,
+        waited: s.waited,
+        server_hint: o.server_hint,
+        ..Facts::default()
+    };
+    Ok(build(o.action, o.why, facts))
 }
 
 /// A usage limit: never retried inside the transport budget.
-fn usage_limit(
-    now: Timestamp,
-    c: &Classification,
-    h: &hints::Hints,
-    s: &StepFailure,
-    server_hint: &mut Option<String>,
-    ignored: &str,
-) -> Decision {
-    let reset = if let Some((at, q)) = &h.unified_reset {
-        *server_hint = Some(match server_hint.take() {
-            Some(prev) => format!("{prev}; {q}"),
-            None => q.clone(),
-        });
-        format!("; the server gives the reset as {} (`{q}`)", reset::format_utc(*at))
-    } else if let Some(at) = c.reset_at {
-        format!("; the reset instant is {}", reset::format_utc(at))
-    } else if let Some(after) = c.reset_after {
-        format!("; the reset is {} from the failure (about {})", human(after), reset::format_utc(later(now, after)))
-    } else if c.reset_hint.is_some() {
-        "; the hint names no unambiguous instant (no UTC offset or epoch), so none is computed from it".to_string()
-    } else {
-        String::new()
+fn usage_limit(now: Timestamp, c: &Classification, s: &StepFailure) -> Outcome {
+    let header = c.hint(HintKind::UsageLimitReset);
+    let reset = match (header, c.reset_at, c.reset_after, c.reset_hint.as_deref()) {
+        (Some(h), Some(at), _, _) => format!("; the server gives the reset as {} (`{}`)", format_utc(at), h.header),
+        (None, Some(at), _, _) => format!("; the reset instant is {}", format_utc(at)),
+        (_, None, Some(after), _) => {
+            format!("; the reset is {} from the failure (about {})", human(after), format_utc(later(now, after)))
+        }
+        (_, None, None, Some(q)) => format!(
+            "; the hint names no unambiguous instant (it has no {}), so none is computed from it",
+            crate::reset::lacks(q)
+        ),
+        _ => String::new(),
     };
     let why = format!(
-        "stopped: {}{reset}; not retried inside the transport budget: wait for the reset, then resume the run (with auto-resume on, the run-level layer schedules it); {} attempt{} made, {} waited on backoff{ignored}",
+        "stopped: {}{reset}; not retried inside the transport budget: wait for the reset, then resume the run (with auto-resume on, the run-level layer schedules it); {} made, {} waited on backoff{}",
         c.reasoning,
-        s.attempt,
-        if s.attempt == 1 { "" } else { "s" },
-        human(s.waited)
+        count(s.attempt as u64, "attempt"),
+        human(s.waited),
+        ignored_note(c)
     );
-    from_classification(Action::Terminal, c, why)
+    Outcome::stop(Action::Terminal, why, quotes(c, &[HintKind::UsageLimitRejected, HintKind::UsageLimitReset]))
 }
 
-fn transient(
-    now: Timestamp,
-    t: &TransportConfig,
-    entropy: u64,
-    s: &StepFailure,
-    c: &Classification,
-    h: &hints::Hints,
-    server_hint: &mut Option<String>,
-) -> Decision {
-    let ignored = h.ignored_note();
-    let allowed = match server_hint.as_deref() {
-        Some(q) => format!(" (retry allowed by the server: `{q}`)"),
-        None => String::new(),
-    };
-    let note = |q: &str, prev: &mut Option<String>| {
-        *prev = Some(match prev.take() {
-            Some(p) => format!("{p}; {q}"),
-            None => q.to_string(),
-        });
-    };
-    if let Some(w) = &h.wait {
-        if w.delay > t.hint_ceiling {
-            note(&w.hint, server_hint);
-            let why = format!(
-                "{}{allowed}; the server asks to wait {} (`{}`), longer than transport.hint_ceiling ({}): not slept inside the transport budget — stop the step resumably and resume the run at {} (the run-level layer applies max_resumes, the quota cap and max_reset_wait){ignored}",
-                c.reasoning,
-                human(w.delay),
-                w.hint,
-                human(t.hint_ceiling),
-                reset::format_utc(later(now, w.delay))
-            );
-            let mut d = from_classification(Action::Resume, c, why);
-            d.delay = Some(w.delay);
-            d.resume_at = Some(later(now, w.delay));
-            return d;
-        }
-    }
+/// A transient failure. A server wait longer than `hint-ceiling` hands over
+/// to `resume`; then the attempt cap, the backoff-wait budget and the total
+/// deadline stop; else a retry after the server's wait (in place of the
+/// backoff) or the backoff, clamped to what is left of the budget and the
+/// deadline. A wait of zero (`retry-after: 0`, a date already past) is no
+/// usable hint: the backoff applies, and the hint is still quoted.
+/// Why the step's retries are spent: the attempt cap, the backoff-wait
+/// budget, or the total deadline; none while they last.
+fn spent(t: &TransportConfig, s: &StepFailure, c: &Classification) -> Option<String> {
+    let summary = stop_summary(c, s.attempt, s.waited);
     if s.attempt >= t.max_attempts {
-        let why = format!(
-            "stopped: transient-retry attempt cap reached ({} attempts){allowed}: {}{ignored}",
-            t.max_attempts,
-            stop_summary(c, s.attempt, s.waited)
-        );
-        return from_classification(Action::TerminalBudgetExhausted, c, why);
+        let cap = count(t.max_attempts as u64, "attempt");
+        return Some(format!("stopped: transient-retry attempt cap reached ({cap}): {summary}"));
     }
     if s.waited >= t.budget {
-        let why = format!(
-            "stopped: transient-retry backoff-wait budget exhausted ({}){allowed}: {}{ignored}",
-            human(t.budget),
-            stop_summary(c, s.attempt, s.waited)
-        );
-        return from_classification(Action::TerminalBudgetExhausted, c, why);
+        return Some(format!(
+            "stopped: transient-retry backoff-wait budget exhausted ({}): {summary}",
+            human(t.budget)
+        ));
     }
-    let left = t.budget - s.waited;
-    let (planned, source) = match &h.wait {
-        Some(w) => {
-            note(&w.hint, server_hint);
-            (w.delay, format!(" (server hint `{}`, in place of the backoff)", w.hint))
-        }
-        None => (backoff::delay(t.initial_delay, t.multiplier, s.attempt - 1, u64::MAX, entropy), String::new()),
+    if t.max_elapsed > 0 && s.elapsed >= t.max_elapsed {
+        return Some(format!(
+            "stopped: transient-retry total deadline reached (config.transport.max_elapsed {}, {} elapsed since the first attempt): {summary}",
+            human(t.max_elapsed),
+            human(s.elapsed)
+        ));
+    }
+    None
+}
+
+fn transient(now: Timestamp, t: &TransportConfig, entropy: u64, s: &StepFailure, c: &Classification) -> Outcome {
+    let ignored = ignored_note(c);
+    let decided =
+        quotes(c, &[HintKind::ShouldRetry, HintKind::RateLimitReset]).filter(|_| c.source == SignalSource::Header);
+    let wait = server_wait(c, now);
+    // The hints that decided the class, and the one that set the wait, each once.
+    let hint_quote = |h: &ServerHint| match decided.as_deref() {
+        Some(d) if d.split("; ").any(|q| h.header.contains(q)) => Some(d.to_string()),
+        Some(d) => Some(format!("{d}; {}", h.header)),
+        None => Some(h.header.clone()),
     };
-    let delay = planned.min(left);
-    let clamp =
-        if delay < planned { format!(", clamped to the {} left of the budget", human(left)) } else { String::new() };
+    if let Some((w, h)) = wait.filter(|(w, _)| *w > t.hint_ceiling) {
+        let why = format!(
+            "{}; the server asks to wait {} (`{}`), longer than transport.hint_ceiling ({}): not slept inside the transport budget — stop the step resumably and resume the run at {} (the run-level layer applies max_resumes, the quota cap and max_reset_wait){ignored}",
+            c.reasoning,
+            human(w),
+            h.header,
+            human(t.hint_ceiling),
+            format_utc(later(now, w))
+        );
+        return Outcome {
+            action: Action::Resume,
+            why,
+            delay: Some(w),
+            resume_at: Some(later(now, w)),
+            server_hint: hint_quote(h),
+        };
+    }
+    if let Some(why) = spent(t, s, c) {
+        return Outcome::stop(Action::TerminalBudgetExhausted, format!("{why}{ignored}"), decided);
+    }
+    let deadline = (t.max_elapsed > 0).then(|| t.max_elapsed.saturating_sub(s.elapsed));
+    let backoff = || backoff::delay(t.initial_delay, t.multiplier, s.attempt - 1, u64::MAX, entropy);
+    let (planned, source, server_hint) = match wait {
+        Some((w, h)) if w > 0 => (w, format!(" (server hint `{}`, in place of the backoff)", h.header), hint_quote(h)),
+        Some((_, h)) => (
+            backoff(),
+            format!(" (the server hint `{}` asks for no wait: the backoff applies, as an immediate retry of a fleet stampedes)", h.header),
+            hint_quote(h),
+        ),
+        None => (backoff(), String::new(), decided),
+    };
+    let left = t.budget - s.waited;
+    let limit = deadline.map_or(left, |d| d.min(left));
+    let delay = planned.min(limit);
+    let clamp = match (delay < planned, deadline) {
+        (false, _) => String::new(),
+        (true, Some(d)) if d < left => format!(", clamped to the {} left of the total deadline", human(d)),
+        (true, _) => format!(", clamped to the {} left of the budget", human(left)),
+    };
     let why = format!(
-        "{}{allowed}; retry {} of {} after {}{source}{clamp}{ignored}",
+        "{}; retry {} of {} after {}{source}{clamp}{ignored}",
         c.reasoning,
         s.attempt,
         t.max_attempts - 1,
         human(delay)
     );
-    let mut d = from_classification(Action::Retry, c, why);
-    d.delay = Some(delay);
-    d
+    Outcome { action: Action::Retry, why, delay: Some(delay), resume_at: None, server_hint }
 }
 
 #[cfg(test)]
@@ -268,7 +223,7 @@ mod tests {
     use super::*;
 
     fn step(text: &str, attempt: u32, waited: Duration) -> StepFailure {
-        StepFailure { evidence: Evidence::from_text(text), attempt, waited }
+        StepFailure { evidence: Evidence::from_text(text), attempt, waited, elapsed: 0 }
     }
 
     #[test]
@@ -314,7 +269,8 @@ mod tests {
     fn work_is_terminal_and_names_completed_steps() {
         let mut e = Evidence::from_text("test result: FAILED. 1 failed");
         e.steps.push(StepReport { id: "prep".into(), status: "success".into(), ..Default::default() });
-        let d = decide(0, 1, &Config::default(), &StepFailure { evidence: e, attempt: 1, waited: 0 }).unwrap();
+        let d =
+            decide(0, 1, &Config::default(), &StepFailure { evidence: e, attempt: 1, waited: 0, elapsed: 0 }).unwrap();
         assert_eq!(d.action, Action::Terminal);
         assert!(
             d.reasoning.contains("work") && d.reasoning.contains("prep") && d.reasoning.contains("1 attempt made"),

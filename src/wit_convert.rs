@@ -63,7 +63,8 @@ macro_rules! variant {
 }
 
 enumeration!(FailureClass { TransientTransport, Environmental, Work, UsageLimit, Indeterminate });
-enumeration!(SignalSource { Marker, ErrorCode, HttpStatus, ExitCode, Signal, None });
+enumeration!(SignalSource { Marker, ErrorCode, HttpStatus, ExitCode, Signal, Header, None });
+enumeration!(HintKind { ShouldRetry, ShouldNotRetry, RetryAfter, RateLimitReset, UsageLimitReset, UsageLimitRejected });
 enumeration!(SameFailure { Signature, CheckAndSignature });
 enumeration!(OnTrip { Block });
 enumeration!(ResetOn { CycleReset, Reclassified, Manual });
@@ -75,18 +76,21 @@ record!(Header { name, value });
 record!(Evidence {
     steps, text, exit_code, signal, run_status, runner_stderr, http_status, error_type, error_code, headers
 });
+record!(ServerHint { kind, header, after, at });
 record!(Classification {
     class, signal, source, reasoning, retryable, failed_steps, completed_steps, evidence, reset_hint, reset_at,
-    reset_after
+    reset_after, hints, ignored_hints
 });
-record!(TransportConfig { max_attempts, budget, initial_delay, multiplier, hint_ceiling, retry_bare_signals });
+record!(TransportConfig {
+    max_attempts, budget, initial_delay, multiplier, hint_ceiling, retry_bare_signals, max_elapsed
+});
 record!(EvidenceConfig { scan_bytes, echo_bytes });
 record!(ResumeConfig { max_resumes, base_delay, max_delay, quota_cap_percent, reset_margin, max_reset_wait });
 record!(BreakerConfig { kind, same_failure, threshold, on_trip, reset_on, look_at, unblock_commands });
 record!(WindowConfig { window, limit, base_delay, max_delay, unblock_commands });
 record!(CycleConfig { max_cycles, unblock_commands });
 record!(Config { transport, evidence, resume, breakers, window, cycle });
-record!(StepFailure { evidence, attempt, waited });
+record!(StepFailure { evidence, attempt, waited, elapsed });
 record!(HistoryEvent { at, kind, breaker, actor, detail, check, diagnosis });
 record!(WorkFailure { breaker, actor, history });
 record!(TaskFailure { failures });

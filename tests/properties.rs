@@ -52,9 +52,7 @@ fn render(marker: usize, seed: u64) -> String {
             for _ in 0..n {
                 out.push(char::from(b'0' + (rng.next() % 10) as u8));
             }
-        } else if m.kind == MarkerMatch::Line {
-            out.push(c.to_ascii_uppercase());
-        } else if rng.next() % 2 == 0 {
+        } else if m.kind == MarkerMatch::Line || rng.next().is_multiple_of(2) {
             out.push(c.to_ascii_uppercase());
         } else {
             out.push(c);
@@ -66,7 +64,15 @@ fn render(marker: usize, seed: u64) -> String {
 /// Arbitrary text: any chars (NUL, controls, newlines, any script), or any
 /// marker of the tables rendered to match.
 fn noise() -> impl Strategy<Value = String> {
-    let all = text_markers(|_| true);
+    noise_of(text_markers(|_| true))
+}
+
+/// Noise in which no server says it is throttling.
+fn calm_noise() -> impl Strategy<Value = String> {
+    noise_of(text_markers(|m| !m.throttle))
+}
+
+fn noise_of(all: Vec<usize>) -> impl Strategy<Value = String> {
     prop_oneof![
         prop::collection::vec(any::<char>(), 0..80).prop_map(String::from_iter),
         (select(all), any::<u64>()).prop_map(|(m, seed)| render(m, seed)),
@@ -140,17 +146,32 @@ struct Facts {
     signal: Option<String>,
 }
 
-fn code_markers() -> Vec<String> {
-    tables().markers.iter().filter(|m| m.kind == MarkerMatch::Code).map(|m| m.marker.clone()).collect()
+fn code_markers(throttles: bool) -> Vec<String> {
+    tables()
+        .markers
+        .iter()
+        .filter(|m| m.kind == MarkerMatch::Code && (throttles || !m.throttle))
+        .map(|m| m.marker.clone())
+        .collect()
 }
 
+/// Facts of any kind, a throttling code among them.
 fn facts() -> impl Strategy<Value = Facts> {
+    facts_of(code_markers(true))
+}
+
+/// Facts of any kind but a throttling code: the server does not say it is throttling.
+fn calm_facts() -> impl Strategy<Value = Facts> {
+    facts_of(code_markers(false))
+}
+
+fn facts_of(codes: Vec<String>) -> impl Strategy<Value = Facts> {
     let status = prop_oneof![
         Just(None),
         select(vec![408u16, 429, 500, 502, 503, 504, 529]).prop_map(Some),
         any::<u16>().prop_map(Some)
     ];
-    let code = prop_oneof![Just(None), select(code_markers()).prop_map(Some), "[a-z_]{0,20}".prop_map(Some)];
+    let code = prop_oneof![Just(None), select(codes).prop_map(Some), "[a-z_]{0,20}".prop_map(Some)];
     let exit = prop_oneof![
         Just(None),
         any::<i32>().prop_map(Some),
@@ -201,7 +222,7 @@ fn step_failed(e: Evidence, attempt: u32, waited: Duration, headers: Vec<Header>
         now: NOW,
         entropy: 42,
         config: Config::default(),
-        situation: Situation::StepFailed(StepFailure { evidence: e, attempt, waited }),
+        situation: Situation::StepFailed(StepFailure { evidence: e, attempt, waited, elapsed: 0 }),
     }
 }
 
@@ -228,12 +249,15 @@ proptest! {
     /// wherever the marker stands among any other text and markers, in any
     /// case, with any structured facts — and no server header makes it a retry.
     ///
-    /// The one weak work marker (`traceback (most recent call last)`) is left
-    /// out by design: a traceback is how Python prints every exception,
-    /// network ones included, so it decides only when nothing names the cause.
+    /// Left out by design: the one weak work marker (`traceback (most recent
+    /// call last)`: a traceback is how Python prints every exception, network
+    /// ones included, so it decides only when nothing names the cause), and a
+    /// marker that only restates a status (`api error: 400`), which a server
+    /// that says it is throttling outranks (see
+    /// `a_throttling_server_makes_a_status_a_rate_limit`).
     #[test]
     fn a_work_marker_is_never_transient(
-        marker in select(text_markers(|m| m.class == FailureClass::Work && !m.weak)),
+        marker in select(text_markers(|m| m.class == FailureClass::Work && !m.weak && !m.status)),
         seed in any::<u64>(),
         pos in any::<usize>(),
         lines in prop::collection::vec(noise(), 0..6),
@@ -254,14 +278,16 @@ proptest! {
         prop_assert!(!d.retryable, "{}", d.record_json);
     }
 
-    /// HTTP 401 and 403 are never transient: not with a transient error code
-    /// or type beside them, not with transient text, not with any exit code.
+    /// HTTP 401 and 403 are never transient unless the server says it is
+    /// throttling: not with a transient (non-throttling) error code or type
+    /// beside them, not with transient text, not with any exit code, and no
+    /// header (`x-should-retry: true` included) makes them a retry.
     #[test]
     fn status_401_403_is_never_transient(
         status in select(vec![401u16, 403]),
-        lines in prop::collection::vec(noise(), 0..6),
+        lines in prop::collection::vec(calm_noise(), 0..6),
         f in field(),
-        facts in facts(),
+        facts in calm_facts(),
         headers in server_headers(),
     ) {
         let mut e = Evidence::default();
@@ -275,21 +301,43 @@ proptest! {
     }
 
     /// A 401/403 stated in the text (`API Error: 401`, `403 Forbidden`, ...)
-    /// is never transient, whatever else the evidence says.
+    /// is never transient, whatever else the evidence says, unless the server
+    /// says it is throttling.
     #[test]
     fn auth_text_is_never_transient(
         marker in select(text_markers(|m| m.class == FailureClass::Environmental && (m.marker.contains("401") || m.marker.contains("403") || m.marker.contains("unauthorized") || m.marker.contains("forbidden")))),
         seed in any::<u64>(),
         pos in any::<usize>(),
-        lines in prop::collection::vec(noise(), 0..6),
+        lines in prop::collection::vec(calm_noise(), 0..6),
         f in field(),
-        more in prop::collection::vec(noise(), 0..3),
+        more in prop::collection::vec(calm_noise(), 0..3),
         g in field(),
-        facts in facts(),
+        facts in calm_facts(),
     ) {
         let e = evidence_with(render(marker, seed), pos, lines, f, more, g, &facts);
         let c = backstop::classify(&e);
         prop_assert_ne!(c.class, FailureClass::TransientTransport, "{:?}", c.signal);
+    }
+
+    /// A 400, 403 or 429 whose server says it is throttling (a throttling
+    /// error code or type) is a rate limit: transient, and the first attempt
+    /// is retried or handed to resume, never stopped.
+    #[test]
+    fn a_throttling_server_makes_a_status_a_rate_limit(
+        status in select(vec![400u16, 403, 429]),
+        code in select(code_markers(true).into_iter().filter(|c| tables().markers.iter().any(|m| m.throttle && &m.marker == c)).collect::<Vec<_>>()),
+        as_type in any::<bool>(),
+        lines in prop::collection::vec("[a-z ]{0,40}", 0..6),
+        f in field(),
+    ) {
+        let mut e = Evidence::default();
+        put(&mut e, f, lines.join("\n"));
+        e.http_status = Some(status);
+        if as_type { e.error_type = Some(code) } else { e.error_code = Some(code) }
+        let c = backstop::classify(&e);
+        prop_assert_eq!(c.class, FailureClass::TransientTransport, "{:?}", c.signal);
+        let d = backstop::next_action(&step_failed(e, 1, 0, vec![])).unwrap();
+        prop_assert_eq!(d.action, Action::Retry, "{}", d.record_json);
     }
 }
 
@@ -345,7 +393,7 @@ proptest! {
                 now: NOW,
                 entropy,
                 config: config.clone(),
-                situation: Situation::StepFailed(StepFailure { evidence: Evidence::from_text(text), attempt, waited }),
+                situation: Situation::StepFailed(StepFailure { evidence: Evidence::from_text(text), attempt, waited, elapsed: 0 }),
             };
             let d = backstop::next_action(&state).unwrap();
             match d.action {
@@ -386,7 +434,7 @@ proptest! {
         loop {
             let mut e = Evidence::from_text("API Error: 529 Overloaded");
             e.headers = headers.clone();
-            let state = State { now: NOW, entropy, config: config.clone(), situation: Situation::StepFailed(StepFailure { evidence: e, attempt, waited }) };
+            let state = State { now: NOW, entropy, config: config.clone(), situation: Situation::StepFailed(StepFailure { evidence: e, attempt, waited, elapsed: 0 }) };
             let d = backstop::next_action(&state).unwrap();
             match d.action {
                 Action::Retry => {
@@ -521,8 +569,9 @@ fn run_stop() -> impl Strategy<Value = RunStop> {
 
 fn situation() -> impl Strategy<Value = Situation> {
     prop_oneof![
-        (any_evidence(), 0u32..=12, prop_oneof![0u64..=400 * SEC, any::<u64>()])
-            .prop_map(|(evidence, attempt, waited)| Situation::StepFailed(StepFailure { evidence, attempt, waited })),
+        (any_evidence(), 0u32..=12, prop_oneof![0u64..=400 * SEC, any::<u64>()]).prop_map(
+            |(evidence, attempt, waited)| Situation::StepFailed(StepFailure { evidence, attempt, waited, elapsed: 0 })
+        ),
         (
             select(vec!["build", "review", "nope"]),
             select(vec!["builder", "inspector"]),

@@ -29,3 +29,24 @@ fn all_vectors_pass_natively() {
     assert!(count > 0, "no vectors found");
     assert!(failures.is_empty(), "{} of {count} vectors failed:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// One reader: for every `step_failed` state of the vectors, `classify` of the
+/// state's evidence says the class the decision acts on.
+#[test]
+fn classify_and_next_action_agree_on_every_step_failed_vector() {
+    let states = common::step_failed_states();
+    assert!(states.len() > 50, "{}", states.len());
+    let mut disagree = Vec::new();
+    for (at, input) in &states {
+        let s: State = serde_json::from_value(input.clone()).unwrap();
+        let backstop::Situation::StepFailed(f) = &s.situation else { unreachable!() };
+        let class = backstop::classify(&f.evidence).class;
+        if let Ok(d) = backstop::next_action(&s) {
+            if d.class != Some(class) {
+                disagree.push(format!("{at}: classify {class:?}, next-action {:?}", d.class));
+            }
+        }
+    }
+    println!("classify and next-action compared on {} step_failed states", states.len());
+    assert!(disagree.is_empty(), "{}", disagree.join("\n"));
+}

@@ -11,10 +11,10 @@ const MAX_SAFE: u64 = (1 << 53) - 1;
 
 fn check_numbers(v: &Value, at: &str, problems: &mut Vec<String>) {
     match v {
-        Value::Number(n) => {
-            if n.as_u64().is_some_and(|u| u > MAX_SAFE) || n.as_i64().is_some_and(|i| i < -(MAX_SAFE as i64)) {
-                problems.push(format!("{at}: {n} is beyond 2^53; write it as a string"));
-            }
+        Value::Number(n)
+            if n.as_u64().is_some_and(|u| u > MAX_SAFE) || n.as_i64().is_some_and(|i| i < -(MAX_SAFE as i64)) =>
+        {
+            problems.push(format!("{at}: {n} is beyond 2^53; write it as a string"));
         }
         Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| check_numbers(x, &format!("{at}[{i}]"), problems)),
         Value::Object(m) => m.iter().for_each(|(k, x)| check_numbers(x, &format!("{at}.{k}"), problems)),

@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(()) => {
             let breaker = config.breakers.first().map(|b| b.kind.clone()).unwrap_or_default();
             let situations = [
-                Situation::StepFailed(StepFailure { evidence: Evidence::from_text("API Error: 529 Overloaded"), attempt: 1, waited: 0 }),
+                Situation::StepFailed(StepFailure { evidence: Evidence::from_text("API Error: 529 Overloaded"), attempt: 1, waited: 0, elapsed: 0 }),
                 Situation::WorkFailed(WorkFailure {
                     breaker,
                     actor: "a".into(),

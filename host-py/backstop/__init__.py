@@ -45,7 +45,7 @@ __all__ = [
     "signature",
 ]
 
-ENGINE_INTERFACE = "backstop:policy/engine@0.1.0"
+ENGINE_INTERFACE = "backstop:policy/engine@0.2.0"
 
 #: Per-call limits, the same defaults as the Rust host (``backstop_host::Limits``).
 DEFAULT_FUEL = 10_000_000_000

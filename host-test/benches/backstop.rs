@@ -22,9 +22,10 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use backstop::classify::{classify_in, classify_with, tail, Options};
+use backstop::classify::{classify_in, classify_with, Options};
 use backstop::markers::{self, is_text, Tables, MARKERS_JSONL};
 use backstop::model::{Classification, Evidence, FailureClass, State};
+use backstop::text::tail;
 use backstop_host::{Backstop, Limits, Origin, COMPONENT};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
 
@@ -107,7 +108,8 @@ impl Naive {
 
     fn classify<'a>(&'a self, text: &str) -> Option<(FailureClass, &'a str)> {
         let hay = text.to_ascii_lowercase();
-        let mut best: Option<((u8, usize, std::cmp::Reverse<usize>), FailureClass, &str)> = None;
+        type Rank = (u8, usize, std::cmp::Reverse<usize>);
+        let mut best: Option<(Rank, FailureClass, &str)> = None;
         for (class, m) in &self.markers {
             if let Some(at) = hay.find(m.as_str()) {
                 let key = (strength(*class), at, std::cmp::Reverse(m.len()));

@@ -274,6 +274,7 @@ fn demo(b: &mut Backstop) -> Result<(), Fail> {
             evidence: m::Evidence { steps, ..Default::default() },
             attempt,
             waited,
+            ..Default::default()
         })
     };
     let overloaded = "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.\nIf it persists, check https://status.claude.com.";
@@ -345,7 +346,7 @@ fn demo(b: &mut Backstop) -> Result<(), Fail> {
     if let Some(at) = d.resume_at {
         println!(
             "The run resumes by itself at {} (the reset plus a margin), no human needed.",
-            backstop::reset::format_utc(at)
+            backstop::text::format_utc(at)
         );
     }
     Ok(())

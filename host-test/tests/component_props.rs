@@ -176,7 +176,12 @@ fn situation() -> impl Strategy<Value = m::Situation> {
     ];
     prop_oneof![
         (evidence(), 0u32..=12, prop_oneof![0u64..=400_000_000_000, any::<u64>()]).prop_map(
-            |(evidence, attempt, waited)| m::Situation::StepFailed(m::StepFailure { evidence, attempt, waited })
+            |(evidence, attempt, waited)| m::Situation::StepFailed(m::StepFailure {
+                evidence,
+                attempt,
+                waited,
+                elapsed: 0
+            })
         ),
         (select(vec!["build", "review", "nope"]), prop::collection::vec(event(), 0..16)).prop_map(|(b, history)| {
             m::Situation::WorkFailed(m::WorkFailure { breaker: b.into(), actor: "builder".into(), history })

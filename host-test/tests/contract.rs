@@ -54,7 +54,7 @@ fn component_imports_nothing_and_exports_the_engine() {
     let b = Backstop::new().unwrap();
     assert_eq!(b.imports(), Vec::<String>::new());
     let exports = b.exports();
-    assert!(exports.iter().any(|e| e == "backstop:policy/engine@0.1.0"), "{exports:?}");
+    assert!(exports.iter().any(|e| e == concat!("backstop:policy/engine@", env!("CARGO_PKG_VERSION"))), "{exports:?}");
 }
 
 #[test]
@@ -133,4 +133,26 @@ fn precompiled_artifact_is_written_then_loaded() {
     }
     let (_, origin) = Backstop::cached(dir.path(), Limits::default()).unwrap();
     assert_eq!(origin, backstop_host::Origin::Compiled);
+}
+
+/// One reader, through the component: for every `step_failed` state of the
+/// vectors, the component's `classify` of the evidence says the class its
+/// `next-action` acts on.
+#[test]
+fn component_classify_and_next_action_agree_on_every_step_failed_vector() {
+    let mut b = Backstop::new().unwrap();
+    let states = common::step_failed_states();
+    assert!(states.len() > 50, "{}", states.len());
+    let mut disagree = Vec::new();
+    for (at, input) in &states {
+        let s: m::State = serde_json::from_value(input.clone()).unwrap();
+        let m::Situation::StepFailed(f) = &s.situation else { unreachable!() };
+        let class = b.classify(&f.evidence).unwrap().class;
+        if let Ok(d) = b.next_action(&s).unwrap() {
+            if d.class != Some(class) {
+                disagree.push(format!("{at}: classify {class:?}, next-action {:?}", d.class));
+            }
+        }
+    }
+    assert!(disagree.is_empty(), "{}", disagree.join("\n"));
 }

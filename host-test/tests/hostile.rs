@@ -95,7 +95,10 @@ fn evidence_of_16_mib_is_classified_by_its_tail_within_the_memory_limit() {
         }],
         ..Default::default()
     };
-    let s = state(m::Config::default(), m::Situation::StepFailed(m::StepFailure { evidence, attempt: 1, waited: 0 }));
+    let s = state(
+        m::Config::default(),
+        m::Situation::StepFailed(m::StepFailure { evidence, attempt: 1, waited: 0, elapsed: 0 }),
+    );
     let d = with_limits(Limits::default(), |b| b.next_action(&s)).expect("no trap").expect("a decision");
     assert_eq!(d.action, m::Action::Retry, "{}", d.reasoning);
     assert_eq!(d.failed_steps, vec!["step-12".to_string()]);
@@ -259,6 +262,11 @@ fn table() -> Vec<Row> {
         ),
         row("config.transport.multiplier", vec![json!(1), json!(10)], vec![json!(0), json!(11)]),
         row("config.transport.hint_ceiling", vec![json!(SEC), json!(DAY)], vec![json!(SEC - 1), json!(DAY + 1)]),
+        row(
+            "config.transport.max_elapsed",
+            vec![json!(0), json!(SEC), json!(7 * DAY)],
+            vec![json!(1), json!(SEC - 1), json!(7 * DAY + 1)],
+        ),
         row("config.evidence.scan_bytes", vec![json!(256), json!(16 * MIB)], vec![json!(255), json!(16 * MIB + 1)]),
         row("config.evidence.echo_bytes", vec![json!(0), json!(65_536)], vec![json!(65_537)]),
         row("config.resume.max_resumes", vec![json!(0), json!(100)], vec![json!(101)]),
@@ -367,6 +375,7 @@ fn step_529(config: m::Config) -> m::State {
             evidence: m::Evidence::from_text("API Error: 529"),
             attempt: 1,
             waited: 0,
+            elapsed: 0,
         }),
     )
 }
@@ -591,7 +600,7 @@ fn fifty_thousand_steps_and_headers_are_read_up_to_their_bounds() {
     let e = m::Evidence { steps, headers, ..Default::default() };
     let s = state(
         m::Config::default(),
-        m::Situation::StepFailed(m::StepFailure { evidence: e.clone(), attempt: 1, waited: 0 }),
+        m::Situation::StepFailed(m::StepFailure { evidence: e.clone(), attempt: 1, waited: 0, elapsed: 0 }),
     );
     let d = with_limits(Limits::default(), |b| b.next_action(&s)).expect("no trap").expect("a decision");
     assert_eq!(d.action, m::Action::Retry, "{}", d.reasoning);

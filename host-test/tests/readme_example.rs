@@ -30,7 +30,7 @@ fn seed_incident_decision() -> Result<(), Box<dyn std::error::Error>> {
         now: 1_790_000_000_000, // ms since the Unix epoch
         entropy: 42,
         config: backstop::default_config(),
-        situation: Situation::StepFailed(StepFailure { evidence, attempt: 1, waited: 0 }),
+        situation: Situation::StepFailed(StepFailure { evidence, attempt: 1, waited: 0, elapsed: 0 }),
     };
     let decision = engine.next_action(&state)?.map_err(|e| e.to_string())?;
     eprintln!("{}", backstop::marker_line(&decision)); // backstop.failure_class {...}

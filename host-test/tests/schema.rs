@@ -127,12 +127,14 @@ fn the_schema_rejects_what_it_should() {
             evidence: m::Evidence::from_text("API Error: 529"),
             attempt: 1,
             waited: 0,
+            elapsed: 0,
         }),
     })
     .unwrap();
     let good: Value = serde_json::from_str(&d.record_json).unwrap();
     assert!(problems(&v, &good).is_empty(), "{:?}", problems(&v, &good));
-    let broken: [(&str, fn(&mut Value)); 8] = [
+    type Breakage = (&'static str, fn(&mut Value));
+    let broken: [Breakage; 8] = [
         ("an unknown key", |r| r["extra"] = json!(1)),
         ("a missing key", |r| {
             r.as_object_mut().unwrap().remove("waited");

@@ -99,6 +99,27 @@ pub enum Call {
 /// What a host answered: the result as JSON, or the error as JSON.
 pub type Answer = Result<Value, Value>;
 
+/// Every `step_failed` state of the vectors (next-action cases and story
+/// steps), with where it stands.
+pub fn step_failed_states() -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for (file, v) in vector_files() {
+        for case in v["cases"].as_array().into_iter().flatten() {
+            let id = case["id"].as_str().unwrap_or("?");
+            let steps: Vec<&Value> = match case["steps"].as_array() {
+                Some(steps) => steps.iter().collect(),
+                None => vec![case],
+            };
+            for (i, step) in steps.into_iter().enumerate() {
+                if step["input"]["situation"].get("step_failed").is_some() {
+                    out.push((format!("{file}/{id}#{i}"), step["input"].clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Runs every case of every file through `host`; returns (cases run, failures).
 pub fn run_all(host: &mut dyn FnMut(Call) -> Answer) -> (usize, Vec<String>) {
     let mut count = 0;
