@@ -213,6 +213,10 @@ fn text_candidates(t: &Tables, parts: &[Part]) -> Vec<Candidate> {
     for part in parts {
         for h in t.scan(part.text) {
             let m = &t.markers[h.marker];
+            // A neutral marker has hidden the markers inside it and decides nothing.
+            if m.class == FailureClass::Indeterminate {
+                continue;
+            }
             out.push(Candidate {
                 line: Some(line_at(part, h.start)),
                 rank: (Tier::Marker, offset + h.start, std::cmp::Reverse(m.marker.len())),

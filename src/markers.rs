@@ -26,6 +26,20 @@
 //!
 //! A `weak` marker decides only when no other marker or fact does.
 //!
+//! Shapes: a text marker may carry a `shape`, a regular expression that must
+//! match the marker's context, and an `unless`, one that must not. The
+//! context is the line the marker stands on, or with `near` that line and up
+//! to three lines on either side, each side at most 1024 bytes; it is read
+//! ASCII-lower-cased, so the expressions are written in lower case. The
+//! automaton finds the marker's literal first, so an expression runs only on
+//! the few lines that hold it: the scan stays one pass over the text, and an
+//! expression costs at most its context. `path:line:col: error` is the shape
+//! `^\s*\S+:\d+(:\d+)?: error\b` behind the literal `: error`.
+//!
+//! A marker of class `indeterminate` is neutral: a text that looks like a
+//! fault but identifies none (`mcp error -32000: connection closed`). It
+//! hides the shorter markers inside it and decides nothing.
+//!
 //! A `generic` marker names a whole family of stops (`api error: 400` is any
 //! malformed request): it never decides against a specific work or
 //! environmental marker, and never gives the signal where a specific marker of
@@ -35,13 +49,19 @@
 use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::model::FailureClass;
 
-/// The tables as shipped.
+/// The tables as written, a source on every entry.
 pub const MARKERS_JSONL: &str = include_str!("../markers/markers.jsonl");
+
+/// The tables as compiled into the component: the same entries without their
+/// sources (written by `build.rs`), and the SHA-256 of `MARKERS_JSONL`.
+const COMPACT_JSONL: &str = include_str!(concat!(env!("OUT_DIR"), "/markers.compact.jsonl"));
+const SHIPPED_DIGEST: &str = include_str!(concat!(env!("OUT_DIR"), "/markers.sha256"));
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -61,6 +81,9 @@ pub struct Marker {
     pub marker: String,
     #[serde(rename = "match")]
     pub kind: MarkerMatch,
+    /// Where the text comes from; required in every written table, left out
+    /// of the compacted one the component carries.
+    #[serde(default)]
     pub source: String,
     #[serde(default)]
     pub weak: bool,
@@ -72,6 +95,98 @@ pub struct Marker {
     /// Only restates an HTTP status (`403 forbidden`): a throttle outranks it.
     #[serde(default)]
     pub status: bool,
+    /// A regular expression the marker's context must match.
+    #[serde(default)]
+    pub shape: Option<String>,
+    /// A regular expression the marker's context must not match.
+    #[serde(default)]
+    pub unless: Option<String>,
+    /// The context is the marker's line and three lines either side, not the line alone.
+    #[serde(default)]
+    pub near: bool,
+}
+
+/// The bytes of context read on each side of a shaped marker.
+const CONTEXT_BYTES: usize = 1024;
+/// The lines of context on each side of a `near` marker.
+const NEAR_LINES: usize = 3;
+
+/// A compiled `shape` and `unless`.
+#[derive(Default)]
+struct Context {
+    shape: Option<Regex>,
+    unless: Option<Regex>,
+    near: bool,
+}
+
+impl Context {
+    fn of(m: &Marker) -> Result<Context, String> {
+        let compile = |what: &str, re: &Option<String>| -> Result<Option<Regex>, String> {
+            re.as_deref()
+                .map(|r| {
+                    RegexBuilder::new(r)
+                        .size_limit(1 << 20)
+                        .build()
+                        .map_err(|e| format!("{what} of {:?} is not a regular expression: {e}", m.marker))
+                })
+                .transpose()
+        };
+        Ok(Context { shape: compile("shape", &m.shape)?, unless: compile("unless", &m.unless)?, near: m.near })
+    }
+
+    fn is_plain(&self) -> bool {
+        self.shape.is_none() && self.unless.is_none()
+    }
+
+    /// Whether the context of the hit at `[start, end)` of `lowered` fits.
+    fn fits(&self, lowered: &str, start: usize, end: usize) -> bool {
+        if self.is_plain() {
+            return true;
+        }
+        let lines = if self.near { NEAR_LINES + 1 } else { 1 };
+        let from = around(lowered, start, lines, false);
+        let to = around(lowered, end, lines, true);
+        let ctx = &lowered[from..to];
+        self.shape.as_ref().is_none_or(|r| r.is_match(ctx)) && !self.unless.as_ref().is_some_and(|r| r.is_match(ctx))
+    }
+}
+
+/// The offset `lines` line breaks before (after) `at`, at most `CONTEXT_BYTES`
+/// away, on a character boundary.
+fn around(text: &str, at: usize, lines: usize, forward: bool) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = at;
+    let mut seen = 0;
+    if forward {
+        let stop = (at + CONTEXT_BYTES).min(bytes.len());
+        while i < stop {
+            if bytes[i] == b'\n' {
+                seen += 1;
+                if seen == lines {
+                    break;
+                }
+            }
+            i += 1;
+        }
+        while !text.is_char_boundary(i) {
+            i -= 1;
+        }
+    } else {
+        let stop = at.saturating_sub(CONTEXT_BYTES);
+        while i > stop {
+            if bytes[i - 1] == b'\n' {
+                seen += 1;
+                if seen == lines {
+                    break;
+                }
+            }
+            i -= 1;
+        }
+        while !text.is_char_boundary(i) {
+            i += 1;
+        }
+    }
+    i
 }
 
 /// Whether a match kind is read from the text.
@@ -133,6 +248,8 @@ pub struct Tables {
     text_index: Vec<usize>,
     /// The shape of each text marker, in automaton pattern order.
     shapes: Vec<Shape>,
+    /// The context rules of each text marker, in automaton pattern order.
+    contexts: Vec<Context>,
     automaton: AhoCorasick,
     pub digest: String,
 }
@@ -147,8 +264,13 @@ pub struct Hit {
     pub end: usize,
 }
 
-/// Parses the shipped tables. Errors name the line and the problem.
+/// Parses written tables: every entry needs a source. Errors name the line
+/// and the problem.
 pub fn parse(jsonl: &str) -> Result<Vec<Marker>, String> {
+    parse_with(jsonl, true)
+}
+
+fn parse_with(jsonl: &str, sourced: bool) -> Result<Vec<Marker>, String> {
     let mut out: Vec<Marker> = Vec::new();
     for (n, line) in jsonl.lines().enumerate() {
         let line = line.trim();
@@ -163,7 +285,7 @@ pub fn parse(jsonl: &str) -> Result<Vec<Marker>, String> {
                 m.marker
             ));
         }
-        if m.source.trim().is_empty() {
+        if sourced && m.source.trim().is_empty() {
             return Err(format!("markers line {}: marker {:?} has no source", n + 1, m.marker));
         }
         if is_text(m.kind) {
@@ -177,10 +299,18 @@ pub fn parse(jsonl: &str) -> Result<Vec<Marker>, String> {
         } else if m.marker.contains('#') {
             return Err(format!("markers line {}: `#` is only allowed in text markers: {:?}", n + 1, m.marker));
         }
-        if m.class == FailureClass::Indeterminate {
-            return Err(format!("markers line {}: a marker cannot decide indeterminate", n + 1));
+        if m.class == FailureClass::Indeterminate && (!is_text(m.kind) || m.weak || m.generic) {
+            return Err(format!(
+                "markers line {}: an indeterminate (neutral) marker is a plain text marker: {:?}",
+                n + 1,
+                m.marker
+            ));
         }
-        if out.iter().any(|o| o.marker == m.marker && o.kind == m.kind) {
+        if !is_text(m.kind) && (m.shape.is_some() || m.unless.is_some() || m.near) {
+            return Err(format!("markers line {}: only text markers have a shape: {:?}", n + 1, m.marker));
+        }
+        Context::of(&m).map_err(|e| format!("markers line {}: {e}", n + 1))?;
+        if out.iter().any(|o| o.marker == m.marker && o.kind == m.kind && o.shape == m.shape && o.unless == m.unless) {
             return Err(format!("markers line {}: duplicate marker {:?}", n + 1, m.marker));
         }
         out.push(m);
@@ -189,10 +319,18 @@ pub fn parse(jsonl: &str) -> Result<Vec<Marker>, String> {
 }
 
 impl Tables {
+    /// Compiles `markers`; `source_text` is the table they were parsed from,
+    /// whose SHA-256 is the digest.
     pub fn build(markers: Vec<Marker>, source_text: &str) -> Tables {
+        Tables::compile(markers, hex(&Sha256::digest(source_text.as_bytes())))
+    }
+
+    fn compile(markers: Vec<Marker>, digest: String) -> Tables {
         let text_index: Vec<usize> =
             markers.iter().enumerate().filter(|(_, m)| is_text(m.kind)).map(|(i, _)| i).collect();
         let shapes: Vec<Shape> = text_index.iter().map(|&i| Shape::of(&markers[i].marker)).collect();
+        let contexts: Vec<Context> =
+            text_index.iter().map(|&i| Context::of(&markers[i]).expect("checked by parse")).collect();
         // Markers are lower-case (checked by `parse`) and the text is lowered
         // before a scan, so the automaton is case-sensitive: it builds in about
         // a quarter of the time of an ASCII-case-insensitive one and scans as fast.
@@ -201,8 +339,7 @@ impl Tables {
             .match_kind(MatchKind::Standard)
             .build(shapes.iter().map(|s| s.pieces[s.anchor].as_slice()))
             .expect("marker automaton builds");
-        let digest = hex(&Sha256::digest(source_text.as_bytes()));
-        Tables { markers, text_index, shapes, automaton, digest }
+        Tables { markers, text_index, shapes, contexts, automaton, digest }
     }
 
     /// Every text marker in `text`, in order of position. Overlapping matches
@@ -222,6 +359,9 @@ impl Tables {
             let bounded =
                 |kind| kind == MarkerMatch::Substring || word_bounded(bytes, start, end, marker.marker.as_bytes());
             if !bounded(marker.kind) || (marker.kind == MarkerMatch::Line && !verdict(bytes, start, end)) {
+                continue;
+            }
+            if !self.contexts[p].fits(&lowered, start, end) {
                 continue;
             }
             hits.push(Hit { marker: idx, start, end });
@@ -287,14 +427,30 @@ fn hex(bytes: &[u8]) -> String {
 pub fn tables() -> &'static Tables {
     static TABLES: OnceLock<Tables> = OnceLock::new();
     TABLES.get_or_init(|| {
-        let markers = parse(MARKERS_JSONL).expect("shipped marker tables parse (checked by tests)");
-        Tables::build(markers, MARKERS_JSONL)
+        let markers = parse_with(COMPACT_JSONL, false).expect("shipped marker tables parse (checked by tests)");
+        Tables::compile(markers, SHIPPED_DIGEST.trim().to_string())
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_compacted_tables_are_the_written_ones_without_sources() {
+        let written = parse(MARKERS_JSONL).unwrap();
+        let compact = parse_with(COMPACT_JSONL, false).unwrap();
+        assert_eq!(written.len(), compact.len());
+        assert!(compact.iter().all(|m| m.source.is_empty()));
+        for (w, c) in written.iter().zip(&compact) {
+            assert_eq!(
+                (&w.marker, w.kind, w.class, &w.shape, &w.unless),
+                (&c.marker, c.kind, c.class, &c.shape, &c.unless)
+            );
+        }
+        assert_eq!(tables().digest, hex(&Sha256::digest(MARKERS_JSONL.as_bytes())));
+        assert!(COMPACT_JSONL.len() < MARKERS_JSONL.len() / 2, "{} of {}", COMPACT_JSONL.len(), MARKERS_JSONL.len());
+    }
 
     #[test]
     fn shipped_tables_parse_and_every_entry_has_a_source() {
