@@ -1,16 +1,21 @@
-//! The real-failure development corpus (`tests/corpus/dev.jsonl`, format in
-//! `tests/corpus/README.md`) through the classifier: prints the confusion matrix and
-//! asserts the bar of issue 5.
+//! The labelled real failures (`tests/corpus/`, format in its README) through
+//! the classifier: each file's confusion matrix is printed, and
 //!
-//! - at least 90 % agreement on the high-confidence rows;
-//! - not one row whose expected class is `work` or `environmental` classified
-//!   `transient_transport` (a false retry), at any confidence.
+//! - `dev.jsonl`, the set the first tables were written against: at least
+//!   90 % agreement on its high-confidence rows;
+//! - `working.jsonl`, the half of the collected texts that rules may be
+//!   written from: at least 90 % of all rows;
+//! - `held-back.jsonl`, the half no rule was written from: its figure is the
+//!   honest estimate of what a user gets (docs/markers.md). It is held to a
+//!   floor below today's figure, so that it cannot silently get worse;
+//! - no row of the dev corpus whose expected class is `work` or
+//!   `environmental` classified `transient_transport` (a false retry).
+//!
+//! The two halves are split by repository: a row belongs to the half that the
+//! SHA-256 of its repository name says, and no repository is in both.
 //!
 //! A `usage_limit` answer counts as right where `environmental` is expected
-//! for a usage or quota limit (the corpus has no separate usage-limit label).
-//!
-//! The corpus is part of the repository: when the file is absent the test fails
-//! and says where it looked.
+//! for a usage or quota limit (the dev corpus has no usage-limit label).
 
 mod common;
 
@@ -22,6 +27,7 @@ use serde_json::Value;
 
 struct Row {
     id: String,
+    source: String,
     evidence: String,
     exit_code: Option<i32>,
     expected: FailureClass,
@@ -29,12 +35,12 @@ struct Row {
     high: bool,
 }
 
-fn corpus_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("corpus").join("dev.jsonl")
+fn corpus_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("corpus").join(name)
 }
 
-fn load() -> Vec<Row> {
-    let path = corpus_path();
+fn load(name: &str) -> Vec<Row> {
+    let path = corpus_path(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "the real-failure corpus is required but could not be read at {} ({e}); \
@@ -53,6 +59,7 @@ fn load() -> Vec<Row> {
             .unwrap_or_else(|| panic!("{}:{}: unknown class", path.display(), n + 1));
         rows.push(Row {
             id: s("id"),
+            source: s("source"),
             evidence: s("evidence"),
             exit_code: v["exit_code"].as_i64().map(|c| c as i32),
             expected,
@@ -87,94 +94,160 @@ fn short(c: FailureClass) -> &'static str {
     }
 }
 
-#[test]
-fn dev_corpus_meets_the_bar() {
-    let rows = load();
-    assert!(rows.len() >= 50, "the corpus has only {} rows", rows.len());
+/// What one corpus measured.
+struct Report {
+    rows: usize,
+    all_ok: usize,
+    high: usize,
+    high_ok: usize,
+    transient: usize,
+    transient_ok: usize,
+    false_retries: Vec<String>,
+    /// The confusion matrix, the figures and the disagreements, for people.
+    text: String,
+}
 
+fn pct(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        100.0 * a as f64 / b as f64
+    }
+}
+
+const ORDER: [FailureClass; 5] = [
+    FailureClass::TransientTransport,
+    FailureClass::Environmental,
+    FailureClass::UsageLimit,
+    FailureClass::Work,
+    FailureClass::Indeterminate,
+];
+
+fn matrix_text(matrix: &BTreeMap<(u8, u8), usize>) -> String {
+    let cell = |e: FailureClass, a: FailureClass| matrix.get(&(e.precedence(), a.precedence())).copied().unwrap_or(0);
+    let mut out = String::from("confusion matrix (rows: expected, columns: actual)\n");
+    out.push_str(&format!("{:<11}", "expected"));
+    for a in ORDER {
+        out.push_str(&format!("{:>11}", short(a)));
+    }
+    out.push('\n');
+    for e in ORDER.into_iter().filter(|&e| ORDER.iter().any(|&a| cell(e, a) > 0)) {
+        out.push_str(&format!("{:<11}", short(e)));
+        for a in ORDER {
+            out.push_str(&format!("{:>11}", cell(e, a)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Measures `rows`; `list_misses` prints each disagreement (never for the
+/// held-back half, whose rows no rule may be written from).
+fn measure(name: &str, rows: &[Row], list_misses: bool) -> Report {
     let mut matrix: BTreeMap<(u8, u8), usize> = BTreeMap::new();
-    let (mut high, mut high_ok, mut all_ok) = (0usize, 0usize, 0usize);
-    let mut false_retries = Vec::new();
+    let mut r = Report {
+        rows: rows.len(),
+        all_ok: 0,
+        high: 0,
+        high_ok: 0,
+        transient: 0,
+        transient_ok: 0,
+        false_retries: Vec::new(),
+        text: String::new(),
+    };
     let mut misses = Vec::new();
-    for row in &rows {
+    for row in rows {
         let evidence = Evidence { text: Some(row.evidence.clone()), exit_code: row.exit_code, ..Evidence::default() };
         let c = classify(&evidence);
         *matrix.entry((row.expected.precedence(), c.class.precedence())).or_default() += 1;
         let ok = agrees(row, c.class);
-        all_ok += ok as usize;
-        if row.high {
-            high += 1;
-            high_ok += ok as usize;
+        r.all_ok += ok as usize;
+        r.high += row.high as usize;
+        r.high_ok += (row.high && ok) as usize;
+        if row.expected == FailureClass::TransientTransport {
+            r.transient += 1;
+            r.transient_ok += (c.class == FailureClass::TransientTransport) as usize;
         }
-        if matches!(row.expected, FailureClass::Work | FailureClass::Environmental)
-            && c.class == FailureClass::TransientTransport
-        {
-            false_retries.push(format!(
-                "{} expected {} got transient on {:?}",
-                row.id,
-                row.expected.as_str(),
-                c.signal
-            ));
+        let retry = c.class == FailureClass::TransientTransport;
+        if retry && matches!(row.expected, FailureClass::Work | FailureClass::Environmental) {
+            r.false_retries.push(format!("{} expected {} on {:?}", row.id, row.expected.as_str(), c.signal));
         }
-        if !ok {
-            misses.push(format!(
-                "{} [{}] expected {} got {} (signal {:?})",
-                row.id,
-                if row.high { "high" } else { "medium" },
-                row.expected.as_str(),
-                c.class.as_str(),
-                c.signal
-            ));
+        if !ok && list_misses {
+            let conf = if row.high { "high" } else { "medium" };
+            let (e, a) = (row.expected.as_str(), c.class.as_str());
+            misses.push(format!("  {} [{conf}] expected {e} got {a} (signal {:?})\n", row.id, c.signal));
         }
     }
-
-    let order = [
-        FailureClass::TransientTransport,
-        FailureClass::Environmental,
-        FailureClass::UsageLimit,
-        FailureClass::Work,
-        FailureClass::Indeterminate,
-    ];
-    let mut out = String::from("\nconfusion matrix (rows: expected, columns: actual)\n");
-    out.push_str(&format!("{:<11}", "expected"));
-    for a in order {
-        out.push_str(&format!("{:>11}", short(a)));
-    }
-    out.push('\n');
-    for e in order {
-        let n: usize = order.iter().map(|a| matrix.get(&(e.precedence(), a.precedence())).copied().unwrap_or(0)).sum();
-        if n == 0 {
-            continue;
-        }
-        out.push_str(&format!("{:<11}", short(e)));
-        for a in order {
-            out.push_str(&format!("{:>11}", matrix.get(&(e.precedence(), a.precedence())).copied().unwrap_or(0)));
-        }
-        out.push('\n');
-    }
-    let pct = |a: usize, b: usize| if b == 0 { 0.0 } else { 100.0 * a as f64 / b as f64 };
-    out.push_str(&format!(
-        "agreement: high-confidence {high_ok}/{high} ({:.1} %), all rows {all_ok}/{} ({:.1} %)\n",
-        pct(high_ok, high),
-        rows.len(),
-        pct(all_ok, rows.len())
-    ));
-    out.push_str(&format!("false retries (work/environmental -> transient): {}\n", false_retries.len()));
-    if !misses.is_empty() {
-        out.push_str("disagreements:\n");
-        for m in &misses {
-            out.push_str(&format!("  {m}\n"));
-        }
-    }
-    println!("{out}");
-
-    assert!(false_retries.is_empty(), "false retries:\n{}", false_retries.join("\n"));
-    assert!(high > 0, "no high-confidence rows");
-    assert!(
-        high_ok * 100 >= high * 90,
-        "high-confidence agreement {high_ok}/{high} ({:.1} %) is below 90 %{out}",
-        pct(high_ok, high)
+    r.text = format!(
+        "\n== {name}\n{}all rows {}/{} ({:.1} %), high-confidence {}/{} ({:.1} %), transient recall {}/{} ({:.1} %), false retries {}\n{}",
+        matrix_text(&matrix),
+        r.all_ok,
+        r.rows,
+        pct(r.all_ok, r.rows),
+        r.high_ok,
+        r.high,
+        pct(r.high_ok, r.high),
+        r.transient_ok,
+        r.transient,
+        pct(r.transient_ok, r.transient),
+        r.false_retries.len(),
+        misses.concat()
     );
+    println!("{}", r.text);
+    r
+}
+
+#[test]
+fn dev_corpus_meets_the_bar() {
+    let rows = load("dev.jsonl");
+    assert!(rows.len() >= 50, "the corpus has only {} rows", rows.len());
+    let r = measure("dev.jsonl", &rows, true);
+    assert!(r.false_retries.is_empty(), "false retries:\n{}", r.false_retries.join("\n"));
+    assert!(r.high > 0, "no high-confidence rows");
+    assert!(r.high_ok * 100 >= r.high * 90, "high-confidence agreement below 90 %{}", r.text);
+}
+
+#[test]
+fn working_half_meets_the_bar() {
+    let rows = load("working.jsonl");
+    assert!(rows.len() >= 200, "{}", rows.len());
+    let r = measure("working.jsonl (rules are written from this half)", &rows, true);
+    assert!(r.all_ok * 100 >= r.rows * 90, "agreement below 90 %{}", r.text);
+}
+
+/// The held-back half: no rule was written from it. Its figures are the
+/// honest estimate (docs/markers.md); the floors only keep it from getting
+/// worse unnoticed: they are below today's 77.6 % and 4 false retries.
+#[test]
+fn held_back_half_is_measured() {
+    let rows = load("held-back.jsonl");
+    assert!(rows.len() >= 200, "{}", rows.len());
+    let r = measure("held-back.jsonl (never read to write a rule)", &rows, false);
+    assert!(r.all_ok * 100 >= r.rows * 75, "agreement fell below 75 %{}", r.text);
+    assert!(r.false_retries.len() <= 4, "more false retries than before:\n{}", r.false_retries.join("\n"));
+}
+
+/// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
+/// or the address of a Q&A page.
+fn repository(source: &str) -> String {
+    source.split('#').next().unwrap_or(source).trim().to_ascii_lowercase()
+}
+
+#[test]
+fn the_halves_are_split_by_repository() {
+    use sha2::{Digest, Sha256};
+    let half = |source: &str| Sha256::digest(repository(source).as_bytes())[0] % 2;
+    let working = load("working.jsonl");
+    let held = load("held-back.jsonl");
+    let mut wrong: Vec<String> = working.iter().filter(|r| half(&r.source) != 0).map(|r| r.id.clone()).collect();
+    wrong.extend(held.iter().filter(|r| half(&r.source) != 1).map(|r| r.id.clone()));
+    assert!(wrong.is_empty(), "rows in the wrong half: {wrong:?}");
+    let repos: std::collections::BTreeSet<String> = working.iter().map(|r| repository(&r.source)).collect();
+    assert!(held.iter().all(|r| !repos.contains(&repository(&r.source))));
+    // No collected text repeats one of the dev corpus.
+    let dev = load("dev.jsonl");
+    let dev_texts: std::collections::BTreeSet<&str> = dev.iter().map(|r| r.evidence.trim()).collect();
+    assert!(working.iter().chain(&held).all(|r| !dev_texts.contains(r.evidence.trim())));
 }
 
 /// Every marker of the shipped tables decides at least one classify vector:
@@ -187,6 +260,8 @@ fn every_marker_decides_a_vector() {
     use backstop::markers::{parse, MarkerMatch, MARKERS_JSONL};
     let markers = parse(MARKERS_JSONL).expect("shipped tables parse");
     let mut signals = std::collections::HashSet::new();
+    // A neutral marker decides nothing: its vector holds it and stays indeterminate.
+    let mut neutral_texts: Vec<String> = Vec::new();
     for (file, v) in common::vector_files() {
         if !(file.starts_with("classify-") && v["function"] == "classify") {
             continue;
@@ -194,6 +269,11 @@ fn every_marker_decides_a_vector() {
         for case in v["cases"].as_array().into_iter().flatten() {
             if let Some(s) = case["expected"]["signal"].as_str() {
                 signals.insert(s.to_string());
+            }
+            if case["expected"]["class"] == "indeterminate" {
+                if let Some(t) = case["input"]["text"].as_str() {
+                    neutral_texts.push(t.to_ascii_lowercase());
+                }
             }
         }
     }
@@ -206,6 +286,9 @@ fn every_marker_decides_a_vector() {
                 MarkerMatch::Exit => vec![format!("exit {}", m.marker)],
                 _ => vec![m.marker.clone()],
             };
+            if m.class == FailureClass::Indeterminate {
+                return !neutral_texts.iter().any(|t| t.contains(&m.marker));
+            }
             !names.iter().any(|n| signals.contains(n))
         })
         .map(|m| format!("{:?} ({:?})", m.marker, m.kind))
