@@ -160,7 +160,9 @@ fn demo_replays_the_seed_incidents() {
 
 #[test]
 fn info_matches_the_native_tables() {
-    let v = json_out(&backstop(&["info"], b""));
+    let o = backstop(&["info"], b"");
+    let v = json_out(&o);
     assert_eq!(v["markers_digest"], backstop::info().markers_digest);
     assert_eq!(v["schema_version"], 1);
+    assert_eq!(o.stdout.last(), Some(&b'\n'), "a JSON line ends with a newline");
 }
