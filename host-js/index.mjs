@@ -19,6 +19,9 @@
 //
 // The component imports nothing; jco instantiates it with no imports (no WASI
 // shim) when this module is first imported.
+//
+// The browser playground (web/build.mjs) serves this same file beside its own
+// jco output, so it imports nothing but ./gen: no Node-only module.
 
 import { engine } from './gen/backstop.js';
 
