@@ -18,12 +18,19 @@
 // would silently wrap them.
 //
 // The component imports nothing; jco instantiates it with no imports (no WASI
-// shim) when this module is first imported.
+// shim) when this module is first imported. The import then checks the
+// component's contract version (`info().package_version`) against this
+// package's version (package.json, which is the crate's: one version
+// everywhere) and throws `ContractError` if it is not supported.
 //
 // The browser playground (web/build.mjs) serves this same file beside its own
-// jco output, so it imports nothing but ./gen: no Node-only module.
+// jco output, so it imports nothing but ./gen and ./package.json: no Node-only module.
 
 import { engine } from './gen/backstop.js';
+import packageJson from './package.json' with { type: 'json' };
+
+/** This package's version, which is the version of the contract it speaks. */
+export const version = packageJson.version;
 
 /** Raised by `nextAction` when the policy refuses: `kind` is `invalid_config`
  * or `invalid_input`; `field` and `rule` say what broke which rule. */
@@ -49,6 +56,46 @@ export class InputError extends TypeError {
     this.name = 'InputError';
     this.path = path;
   }
+}
+
+/** The component speaks a contract version this package does not support. */
+export class ContractError extends Error {
+  constructor(componentVersion, hostVersion) {
+    super(
+      `the component's contract version ${componentVersion} is not supported by the backstop npm package ` +
+        `${hostVersion} (it supports ${supportedRange(hostVersion)})`,
+    );
+    this.name = 'ContractError';
+    this.componentVersion = componentVersion;
+    this.hostVersion = hostVersion;
+  }
+}
+
+function versionKey(v) {
+  const m = typeof v === 'string' ? v.match(/^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$/) : null;
+  return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : null;
+}
+
+function supportedRange(hostVersion) {
+  const [major, minor] = versionKey(hostVersion) ?? [0, 0];
+  return major === 0 ? `${major}.${minor}.x` : `${major}.${minor}.0 up to, not including, ${major + 1}.0.0`;
+}
+
+/** Whether a package of `hostVersion` works with a component of `componentVersion`
+ * (docs/versioning.md): before 1.0 the minor must match (any patch); from 1.0
+ * the major must match and the component's minor be at least the package's. */
+export function supportsContract(componentVersion, hostVersion = version) {
+  const c = versionKey(componentVersion);
+  const h = versionKey(hostVersion);
+  if (c === null || h === null) return false;
+  if (h[0] === 0) return c[0] === h[0] && c[1] === h[1];
+  return c[0] === h[0] && c[1] >= h[1];
+}
+
+/** Throws `ContractError` unless this package supports the contract version in a component's `info()`. */
+export function checkContract(componentInfo, hostVersion = version) {
+  const v = componentInfo?.package_version;
+  if (!supportsContract(v, hostVersion)) throw new ContractError(String(v), hostVersion);
 }
 
 // ---------------------------------------------------------------------------
@@ -340,3 +387,5 @@ export function info() {
 }
 
 export { nextAction as next_action, defaultConfig as default_config };
+
+checkContract(info());

@@ -9,10 +9,14 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 
-import * as backstop from '../index.mjs';
+// The package by its name: in host-js itself the package's own index.mjs; in
+// the empty project where scripts/test-js installs the packed tarball, the
+// installed copy (the repository is then named by BACKSTOP_REPO).
+import * as backstop from 'backstop';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, '..', '..');
+const root = process.env.BACKSTOP_REPO ?? join(here, '..', '..');
+const packageDir = dirname(fileURLToPath(import.meta.resolve('backstop')));
 const vectorDir = join(root, 'tests', 'vectors');
 const U64_MAX = (1n << 64n) - 1n;
 
@@ -175,7 +179,7 @@ test('the embedding example of docs/embedding.md runs as written', () => {
   const m = doc.match(/```js\n([\s\S]*?)```/);
   assert.ok(m, 'docs/embedding.md has no js example');
   assert.equal(m[1], readFileSync(join(here, 'example.mjs'), 'utf8'), 'the js example differs from test/example.mjs');
-  const out = execFileSync(process.execPath, [join(here, 'example.mjs')], { cwd: join(here, '..'), encoding: 'utf8' });
+  const out = execFileSync(process.execPath, [join(here, 'example.mjs')], { cwd: here, encoding: 'utf8' });
   assert.equal(out.trim(), 'transient_transport api error: 529');
 });
 
@@ -212,7 +216,7 @@ test('inputs are checked, errors carry field and rule, u64 round-trips', () => {
 });
 
 test('the schema mirrors the TypeScript declarations jco generated', () => {
-  const dts = readFileSync(join(here, '..', 'gen', 'interfaces', 'backstop-policy-types.d.ts'), 'utf8');
+  const dts = readFileSync(join(packageDir, 'gen', 'interfaces', 'backstop-policy-types.d.ts'), 'utf8');
   const pascal = (wit) => wit.replace(/(^|-)([a-z])/g, (_, __, c) => c.toUpperCase());
   let checked = 0;
   for (const t of Object.values(backstop.schema)) {

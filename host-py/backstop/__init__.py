@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.resources
 import os
 import re
 import threading
+import tomllib
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -33,6 +35,7 @@ from wasmtime import component as wc
 __all__ = [
     "Backstop",
     "BackstopError",
+    "ContractError",
     "InputError",
     "LimitError",
     "PolicyError",
@@ -42,10 +45,13 @@ __all__ = [
     "default_config",
     "info",
     "next_action",
+    "check_contract",
     "signature",
+    "supports_contract",
 ]
 
-ENGINE_INTERFACE = "backstop:policy/engine@0.2.0"
+#: The engine interface is exported as ``backstop:policy/engine@<contract version>``.
+ENGINE_INTERFACE_PREFIX = "backstop:policy/engine@"
 
 #: Per-call limits, the same defaults as the Rust host (``backstop_host::Limits``).
 DEFAULT_FUEL = 10_000_000_000
@@ -92,18 +98,73 @@ class TrapError(BackstopError):
     """The component trapped for another reason."""
 
 
-def component_path() -> Path:
-    """Where the component is read from: ``$BACKSTOP_COMPONENT``, else a
-    ``backstop.component.wasm`` next to this package, else the workspace's
+class ContractError(BackstopError):
+    """The component speaks a contract version this package does not support."""
+
+    def __init__(self, component_version: str, host_version: str):
+        super().__init__(
+            f"the component's contract version {component_version} is not supported by the "
+            f"backstop Python package {host_version} (it supports {_supported_range(host_version)})")
+        self.component_version = component_version
+        self.host_version = host_version
+
+
+def _own_version() -> str:
+    """This package's version. Built, it is the wheel's (which the build takes
+    from the crate's Cargo.toml); in a source checkout, Cargo.toml itself."""
+    here = Path(__file__).resolve().parent
+    if (here.parent / "pyproject.toml").is_file() and (here.parent.parent / "Cargo.toml").is_file():
+        with open(here.parent.parent / "Cargo.toml", "rb") as f:
+            return tomllib.load(f)["package"]["version"]
+    return importlib.metadata.version("backstop")
+
+
+__version__ = _own_version()
+
+
+def _version_key(version: str) -> Optional[Tuple[int, int, int]]:
+    m = re.fullmatch(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)", version)
+    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+
+
+def _supported_range(host_version: str) -> str:
+    major, minor, _ = _version_key(host_version) or (0, 0, 0)
+    return f"{major}.{minor}.x" if major == 0 else f"{major}.{minor}.0 up to, not including, {major + 1}.0.0"
+
+
+def supports_contract(component_version: str, host_version: Optional[str] = None) -> bool:
+    """Whether this package works with a component of ``component_version``
+    (its ``info()["package_version"]``). The rule of docs/versioning.md:
+    before 1.0 the minor version must match (any patch); from 1.0 the major
+    version must match and the component's minor be at least the package's."""
+    c, h = _version_key(component_version), _version_key(host_version or __version__)
+    if c is None or h is None:
+        return False
+    if h[0] == 0:
+        return c[:2] == h[:2]
+    return c[0] == h[0] and c[1] >= h[1]
+
+
+def check_contract(info: dict) -> None:
+    """Raises :class:`ContractError` unless this package supports the contract
+    version of a component, read from its ``info()``."""
+    version = info.get("package_version") if isinstance(info, dict) else None
+    if not isinstance(version, str) or not supports_contract(version, __version__):
+        raise ContractError(str(version), __version__)
+
+
+def component_path() -> Any:
+    """Where the component is read from: ``$BACKSTOP_COMPONENT``, else the
+    ``backstop.component.wasm`` bundled in this package (the wheel carries
+    it), else, in a source checkout, the workspace's
     ``target/backstop.component.wasm``."""
     env = os.environ.get("BACKSTOP_COMPONENT")
     if env:
         return Path(env)
-    here = Path(__file__).resolve().parent
-    bundled = here / "backstop.component.wasm"
+    bundled = importlib.resources.files(__name__).joinpath("backstop.component.wasm")
     if bundled.is_file():
         return bundled
-    return here.parent.parent / "target" / "backstop.component.wasm"
+    return Path(__file__).resolve().parent.parent.parent / "target" / "backstop.component.wasm"
 
 
 # ---------------------------------------------------------------------------
@@ -380,11 +441,26 @@ class Backstop:
         self._live: Optional[Tuple[Store, Dict[str, Any]]] = None
         self._types: Dict[str, Tuple[List[tuple], Optional[tuple]]] = {}
         self._default_config: Optional[dict] = None
+        self._interface = self._engine_interface()
         store, funcs = self._instantiate()
         for name, f in funcs.items():
             ft = f.type(store)
             self._types[name] = ([(_schema(t), n) for n, t in ft.params], _schema(ft.result) if ft.result else None)
         self._live = (store, funcs)
+        # The contract check reads info() under the default fuel, whatever cap the caller asked for.
+        asked, self.fuel = fuel, None if fuel is None else max(fuel, DEFAULT_FUEL)
+        try:
+            check_contract(self.info())
+        finally:
+            self.fuel = asked
+
+    def _engine_interface(self) -> str:
+        """The name of the exported engine interface, whichever version it carries;
+        the version itself is checked through ``info()``."""
+        names = [n for n in self._component.type.exports(self._engine) if n.startswith(ENGINE_INTERFACE_PREFIX)]
+        if len(names) != 1:
+            raise BackstopError(f"the component exports no single {ENGINE_INTERFACE_PREFIX}<version> interface")
+        return names[0]
 
     def _instantiate(self) -> Tuple[Store, Dict[str, Any]]:
         store = Store(self._engine)
@@ -394,14 +470,12 @@ class Backstop:
             store.set_fuel(self.fuel)
         self._memory_in_store = self.memory_bytes
         instance = self._linker.instantiate(store, self._component)
-        ix = instance.get_export_index(store, ENGINE_INTERFACE)
-        if ix is None:
-            raise BackstopError(f"the component does not export {ENGINE_INTERFACE}")
+        ix = instance.get_export_index(store, self._interface)
         funcs = {}
         for name in ("classify", "next-action", "signature", "default-config", "info"):
             fx = instance.get_export_index(store, name, ix)
             if fx is None:
-                raise BackstopError(f"{ENGINE_INTERFACE} has no function {name}")
+                raise BackstopError(f"{self._interface} has no function {name}")
             funcs[name] = instance.get_func(store, fx)
         return store, funcs
 

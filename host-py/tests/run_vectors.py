@@ -18,8 +18,9 @@ from typing import Any, Callable, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path.insert(0, str(HERE.parent))
 
+# The installed package (scripts/test-python installs the wheel into a fresh
+# virtual environment), never the source tree beside this file.
 import backstop  # noqa: E402
 
 VECTOR_DIR = ROOT / "tests" / "vectors"
@@ -171,11 +172,12 @@ def test_doc_example() -> List[str]:
     problems = []
     if example != own:
         problems.append("the python example in docs/embedding.md differs from host-py/tests/example.py")
-    env = {"PYTHONPATH": str(HERE.parent), "PATH": "/usr/bin:/bin"}
+    env = {"PATH": "/usr/bin:/bin"}
     import os
     if "BACKSTOP_COMPONENT" in os.environ:
         env["BACKSTOP_COMPONENT"] = os.environ["BACKSTOP_COMPONENT"]
-    out = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, env=env, cwd=ROOT)
+    # -I: the installed package only (no PYTHONPATH, no current directory on sys.path).
+    out = subprocess.run([sys.executable, "-I", "-c", example], capture_output=True, text=True, env=env, cwd=ROOT)
     if out.returncode != 0:
         problems.append(f"the example failed: {out.stderr}")
     elif out.stdout.strip() != "transient_transport api error: 529":
@@ -274,6 +276,11 @@ def test_cache_dir() -> List[str]:
 
 
 def main() -> int:
+    where = Path(backstop.__file__).resolve().parent
+    print(f"python host: backstop {backstop.__version__} imported from {where}")
+    if where.is_relative_to(ROOT / "host-py"):
+        print("FAIL the vectors run against the installed wheel, not the source tree (scripts/test-python)")
+        return 1
     t0 = time.perf_counter()
     b = backstop.Backstop()
     t_load = time.perf_counter() - t0
