@@ -27,6 +27,9 @@ mod bindings {
 
 use bindings::exports::backstop::policy::types as w;
 
+pub mod oci;
+pub mod serve;
+
 include!("../../src/wit_convert.rs");
 
 /// The component built by `build.rs` from this workspace.
@@ -155,26 +158,39 @@ impl Backstop {
         Backstop::link(engine, component, limits)
     }
 
+    /// Compiles the component in `path` (for example one pulled from a registry
+    /// with `backstop pull`). It must export the same contract version as this
+    /// host: another version fails to link with `HostError::Load`.
+    pub fn from_file(path: &Path, limits: Limits) -> Result<Backstop, HostError> {
+        let bytes = std::fs::read(path).map_err(|e| HostError::Load(format!("cannot read {}: {e}", path.display())))?;
+        Backstop::from_bytes(&bytes, limits)
+    }
+
     /// Loads the bundled component from a precompiled artifact in `dir`, named
     /// by the component's digest; compiles and writes it when it is missing or
     /// was made by another engine version or configuration (wasmtime checks both).
     pub fn cached(dir: &Path, limits: Limits) -> Result<(Backstop, Origin), HostError> {
+        Backstop::cached_bytes(COMPONENT, dir, limits)
+    }
+
+    /// As [`Backstop::cached`], for the component `bytes`.
+    pub fn cached_bytes(bytes: &[u8], dir: &Path, limits: Limits) -> Result<(Backstop, Origin), HostError> {
         let metered = limits.fuel.is_some();
         let engine = engine(metered)?;
-        let digest: String = Sha256::digest(COMPONENT).iter().take(12).map(|b| format!("{b:02x}")).collect();
+        let digest: String = Sha256::digest(bytes).iter().take(12).map(|b| format!("{b:02x}")).collect();
         let metering = if metered { "fuel" } else { "nofuel" };
         let path = dir.join(format!("backstop-{digest}-wasmtime{}-{metering}.cwasm", wasmtime_version()));
         // Read into memory rather than map the file: a file truncated under a
         // live mapping would crash the process.
         if let Ok(bytes) = std::fs::read(&path) {
-            // SAFETY: the artifact is one this function wrote from the bundled
-            // component; wasmtime checks its header, version and configuration
+            // SAFETY: the artifact is one this function wrote from the component
+            // with this digest; wasmtime checks its header, version and configuration
             // and rejects anything else, which is then recompiled.
             if let Ok(component) = unsafe { Component::deserialize(&engine, &bytes) } {
                 return Ok((Backstop::link(engine, component, limits)?, Origin::Precompiled));
             }
         }
-        let component = Component::new(&engine, COMPONENT).map_err(|e| HostError::Load(format!("{e:#}")))?;
+        let component = Component::new(&engine, bytes).map_err(|e| HostError::Load(format!("{e:#}")))?;
         if let Ok(bytes) = component.serialize() {
             // A cache that cannot be written is not an error: the next start compiles again.
             let _ = std::fs::create_dir_all(dir);
@@ -227,6 +243,17 @@ impl Backstop {
     /// Names of the component's exports.
     pub fn exports(&self) -> Vec<String> {
         self.component.component_type().exports(&self.engine).map(|(n, _)| n.to_string()).collect()
+    }
+
+    /// The component's world as an OCI artifact's config records it: exports,
+    /// imports and the world name (`backstop:policy/backstop@<version>`).
+    pub fn component_info(&mut self) -> Result<oci::ComponentInfo, HostError> {
+        let version = self.info()?.package_version;
+        Ok(oci::ComponentInfo {
+            exports: self.exports(),
+            imports: self.imports(),
+            target: Some(format!("backstop:policy/backstop@{version}")),
+        })
     }
 
     /// Instantiates a fresh instance from the `InstancePre` (no reuse).

@@ -2,13 +2,16 @@
 //!
 //! Every command runs the WebAssembly component through the wasmtime host (an
 //! empty linker: no capabilities). Output is JSON on stdout; bad input exits 2
-//! with a message naming the problem; a limit hit inside the component exits 3.
+//! with a message naming the problem; a limit hit inside the component exits 3;
+//! a registry that cannot be reached or refuses exits 4; an artifact that fails
+//! verification (a digest mismatch, not a Wasm component artifact) exits 5.
 
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use backstop::model as m;
+use backstop_host::oci::{self, OciError, Reference};
 use backstop_host::{default_cache_dir, Backstop, HostError, Limits};
 use clap::{Parser, Subcommand};
 
@@ -34,6 +37,12 @@ struct Cli {
     /// Do not read or write the precompiled-component cache.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// Run (or publish) the component in FILE instead of the bundled one.
+    #[arg(long, global = true, value_name = "FILE", conflicts_with = "oci")]
+    component: Option<PathBuf>,
+    /// Run the component pulled from REF (registry/repository:tag or @sha256:...), every digest checked.
+    #[arg(long, global = true, value_name = "REF")]
+    oci: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -71,6 +80,26 @@ enum Command {
     Info,
     /// Print the default configuration as JSON.
     DefaultConfig,
+    /// Answer JSON requests, one per line on stdin, with one JSON response per line on stdout.
+    Serve,
+    /// Publish the component (bundled, or --component FILE) as an OCI artifact at REF (registry/repository:tag).
+    Publish {
+        /// e.g. 127.0.0.1:5000/backstop/policy:0.2.0 (plain HTTP, loopback registries only).
+        reference: String,
+    },
+    /// Pull the component at REF (a tag, or @sha256:... to pin it), check every digest, write it to a file.
+    Pull {
+        /// e.g. 127.0.0.1:5000/backstop/policy@sha256:...
+        reference: String,
+        /// Where to write the component; default: the repository's last path component plus `.wasm`.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// List the tags of a repository (registry/repository).
+    Tags {
+        /// e.g. 127.0.0.1:5000/backstop/policy
+        repository: String,
+    },
 }
 
 /// A failure of the command: exit code and message.
@@ -85,6 +114,12 @@ impl From<HostError> for Fail {
     }
 }
 
+impl From<OciError> for Fail {
+    fn from(e: OciError) -> Fail {
+        Fail(e.exit_code(), e.to_string())
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -96,15 +131,31 @@ fn main() -> ExitCode {
     }
 }
 
+/// The component's bytes: the bundled one, `--component FILE`, or pulled from `--oci REF`.
+fn component_bytes(cli: &Cli) -> Result<std::borrow::Cow<'static, [u8]>, Fail> {
+    if let Some(path) = &cli.component {
+        let bytes = std::fs::read(path).map_err(|e| Fail(2, format!("cannot read {}: {e}", path.display())))?;
+        return Ok(bytes.into());
+    }
+    if let Some(r) = &cli.oci {
+        return Ok(oci::pull(&Reference::parse(r)?)?.component.into());
+    }
+    Ok(backstop_host::COMPONENT.into())
+}
+
 fn load(cli: &Cli) -> Result<Backstop, Fail> {
+    load_bytes(cli, &component_bytes(cli)?)
+}
+
+fn load_bytes(cli: &Cli, bytes: &[u8]) -> Result<Backstop, Fail> {
     let fuel = if cli.no_fuel { None } else { Some(cli.fuel) };
     let limits = Limits { memory_bytes: cli.memory_mib.saturating_mul(1 << 20), fuel };
     if !cli.no_cache {
         if let Some(dir) = default_cache_dir() {
-            return Ok(Backstop::cached(&dir, limits)?.0);
+            return Ok(Backstop::cached_bytes(bytes, &dir, limits)?.0);
         }
     }
-    Ok(Backstop::from_bytes(backstop_host::COMPONENT, limits)?)
+    Ok(Backstop::from_bytes(bytes, limits)?)
 }
 
 fn read_input(file: Option<&Path>) -> Result<Vec<u8>, Fail> {
@@ -189,7 +240,75 @@ fn run(cli: Cli) -> Result<(), Fail> {
         Command::Demo => demo(&mut load(&cli)?),
         Command::Info => print_json(&load(&cli)?.info()?),
         Command::DefaultConfig => print_json(&load(&cli)?.default_config()?),
+        Command::Serve => {
+            let mut b = load(&cli)?;
+            let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+            backstop_host::serve::serve(&mut b, stdin.lock(), stdout.lock())
+                .map_err(|e| Fail(1, format!("serve: {e}")))?;
+            Ok(())
+        }
+        Command::Publish { reference } => publish(&cli, reference),
+        Command::Pull { reference, output } => pull(reference, output.as_deref()),
+        Command::Tags { repository } => print_json(&oci::tags(&Reference::parse(repository)?)?),
     }
+}
+
+/// RFC 3339 time of the artifact: `$SOURCE_DATE_EPOCH` (seconds) for a
+/// reproducible artifact, else now.
+fn created() -> Result<String, Fail> {
+    let secs = match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(s) => s.trim().parse::<u64>().map_err(|e| Fail(2, format!("SOURCE_DATE_EPOCH {s:?}: {e}")))?,
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|e| Fail(1, e.to_string()))?
+            .as_secs(),
+    };
+    Ok(backstop::reset::format_utc(secs.saturating_mul(1000)))
+}
+
+fn publish(cli: &Cli, reference: &str) -> Result<(), Fail> {
+    let r = Reference::parse(reference)?;
+    r.publish_tag()?;
+    if cli.oci.is_some() {
+        return Err(Fail(2, "publish takes the bundled component or --component FILE, not --oci".into()));
+    }
+    // Loading checks that the bytes are a Backstop component and reads its world.
+    let bytes = component_bytes(cli)?;
+    let mut b = load_bytes(cli, &bytes)?;
+    let info = b.component_info()?;
+    let created = created()?;
+    let version = b.info()?.package_version;
+    let annotations = [
+        ("org.opencontainers.image.title", "backstop".to_string()),
+        ("org.opencontainers.image.version", version),
+        ("org.opencontainers.image.created", created.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let p = oci::publish(&r, &bytes, &oci::PublishOptions { component: info, created, annotations })?;
+    print_json(&serde_json::json!({
+        "reference": p.reference.to_string(),
+        "manifest_digest": p.manifest_digest,
+        "config_digest": p.config_digest,
+        "layer_digest": p.layer_digest,
+        "size": p.size,
+    }))
+}
+
+fn pull(reference: &str, output: Option<&Path>) -> Result<(), Fail> {
+    let r = Reference::parse(reference)?;
+    let p = oci::pull(&r)?;
+    let default = PathBuf::from(format!("{}.wasm", r.repository.rsplit('/').next().unwrap_or("component")));
+    let path = output.unwrap_or(&default);
+    std::fs::write(path, &p.component).map_err(|e| Fail(1, format!("cannot write {}: {e}", path.display())))?;
+    print_json(&serde_json::json!({
+        "reference": r.at_digest(&p.manifest_digest).to_string(),
+        "manifest_digest": p.manifest_digest,
+        "layer_digest": p.layer_digest,
+        "size": p.component.len(),
+        "file": path.display().to_string(),
+    }))
 }
 
 fn classify_jsonl(cli: &Cli, file: Option<&Path>) -> Result<(), Fail> {
