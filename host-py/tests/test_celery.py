@@ -427,6 +427,34 @@ def test_worker_killed_after_recording_counts_the_redelivered_run_once(servers, 
     assert len(dead) == 1 and d["hostname"].split("@")[0] != dead[0]
 
 
+def test_readme_example(servers, tmp_path):
+    """The README's Celery example, as written: its own redis-server and worker."""
+    ex = os.path.join(HERE, "celery_example")
+    with open(os.path.join(HOST_PY, "..", "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    for name in ("tasks.py", "run.py"):
+        with open(os.path.join(ex, name), encoding="utf-8") as f:
+            assert f.read() in readme, f"README.md must contain host-py/tests/celery_example/{name} verbatim"
+    server = RedisServer(logfile=str(tmp_path / "redis.log"))
+    env = dict(os.environ, REDIS_URL=server.url, PYTHONPATH=os.pathsep.join([HOST_PY, ex]))
+    env.pop("BACKSTOP_REDIS_URL")
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "tasks", "worker", "-c", "1", "--pool=solo",
+                               "-n", "example@%h"], cwd=ex, env=env, stdout=open(tmp_path / "worker.log", "wb"),
+                              stderr=subprocess.STDOUT)
+    try:
+        out = subprocess.run([sys.executable, "run.py"], cwd=ex, env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        os.kill(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=30)
+        server.stop()
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert [" ".join(line.split()[:2]) for line in lines] == [
+        "BackstopTerminal terminal", "BackstopTerminal terminal", "BackstopBlocked block", "BackstopBlocked block"]
+    assert "(2 of 3 identical failures" in lines[1] and "run refused" in lines[3]
+    assert f"unblock with: python -m backstop.celery unblock pr-1234 --redis {server.url}/2" in lines[2]
+
+
 def test_redis_killed_mid_run_decides_from_the_failure_alone(servers, capp, workers):
     item = "redis-fault"
     result = capp.gated.apply_async(kwargs={"work_item": item}, queue="q1")
