@@ -60,3 +60,11 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self.kill()
         self._log.close()
+
+    @staticmethod
+    def version() -> str:
+        """``redis-server --version``, first line."""
+        exe = shutil.which("redis-server")
+        if exe is None:
+            return "not installed"
+        return subprocess.run([exe, "--version"], capture_output=True, text=True).stdout.strip()
