@@ -297,6 +297,40 @@ def test_policy_without_state_decides_from_the_failure_alone():
     assert "no breaker" in out.note and set(out.decisions) == {"step_failed"}
 
 
+def test_policy_manual_controls_over_the_shared_history(servers):
+    policy = FailurePolicy(redis_url=servers.state_url, actor="unit")
+    st, item = policy.state, "manual-controls"
+    st.client.delete(*st.keys(item))
+    op = {"breaker": "", "actor": "ops"}
+
+    def fail(n):
+        return policy.decide(raised(AssertionError(f"tests failed: {n} of 40")), Run(item=item, task_id=f"t{n}"))
+
+    st.control(item, {"at": int(time.time() * 1000), "kind": "force_open", **op})
+    refused = policy.refusal(Run(item=item))
+    assert refused.action == "refuse" and refused.decision["circuit_breaker"]["manual"] == "force-open"
+    st.control(item, {"at": int(time.time() * 1000), "kind": "force_close", **op})
+    assert policy.refusal(Run(item=item)) is None
+    outs = [fail(n) for n in range(1, 3)]  # held closed: no trip at the threshold of 3
+    assert [o.decisions["work_failed"]["action"] for o in outs] == ["proceed", "proceed"]
+    out = fail(3)  # the window (limit 3) still counts
+    assert out.action == "block" and out.decision["circuit_breaker"]["breaker"] == "window"
+    assert out.decisions["work_failed"]["circuit_breaker"]["manual"] == "force-close"
+    st.control(item, {"at": int(time.time() * 1000), "kind": "reset", **op})
+    assert policy.refusal(Run(item=item)) is None
+    assert fail(4).decisions["work_failed"]["attempt"] == 1  # the count restarted at the reset
+
+
+def test_block_yields_to_an_operator_control_that_landed_meanwhile(servers):
+    st, item = RedisState(servers.state_url), "block-race"
+    st.client.delete(*st.keys(item))
+    seen = st.snapshot(item)
+    st.control(item, {"at": int(time.time() * 1000), "kind": "manual_unblock", "breaker": "", "actor": "ops"})
+    assert st.block(item, {"at": 0, "by": "t:0", "record_json": "{}"}, seen) is False
+    assert st.snapshot(item).blocked is None
+    assert st.block(item, {"at": 0, "by": "t:0", "record_json": "{}"}, st.snapshot(item)) is True
+
+
 def test_cli_controls_and_bad_input(servers):
     item = "cli-item"
     RedisState(servers.state_url).client.delete(*RedisState(servers.state_url).keys(item))
