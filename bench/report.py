@@ -3,6 +3,9 @@ timings, the component's size) and prints the table of ratios; writes it with
 the machine and the command to BENCHMARKS.md.
 
 Usage: python3 bench/report.py OUT_DIR BENCHMARKS.md
+       python3 bench/report.py --celery-only OUT_DIR BENCHMARKS.md
+         (puts only the Celery section of OUT_DIR/celery.json into the file,
+         marked as a separate run, leaving the rest as it is)
 """
 
 import datetime
@@ -109,12 +112,60 @@ def table(header, rows):
     return "\n".join(lines)
 
 
+def celery_section(c, separate_run=None):
+    """The Celery section, from bench/celery_bench.py's celery.json."""
+    t = c["timings_ns"]
+    base = t["celery_autoretry"]
+    rows = [
+        ["Celery `autoretry_for` + `retry_backoff`: match the exception, compute the backoff, build the `Retry`",
+         fmt_time(base), "1.00x"],
+        ["Celery's backoff computation alone (`get_exponential_backoff_interval`)",
+         fmt_time(t["celery_backoff_only"]), fmt_ratio(ratio(t["celery_backoff_only"], base))],
+        ["backstop.celery, a transient 529: blocked check (Redis) + evidence + `step_failed` + retry",
+         fmt_time(t["backstop_transient"]), fmt_ratio(ratio(t["backstop_transient"], base))],
+        ["backstop.celery, a work failure: blocked check + evidence + `step_failed` + record (Lua) + "
+         "`work_failed` + `task_failed` + stop", fmt_time(t["backstop_work"]), fmt_ratio(ratio(t["backstop_work"], base))],
+        ["for scale: publishing the retry message (`apply_async` with a countdown, Redis broker), paid by both",
+         fmt_time(t["publish"]), fmt_ratio(ratio(t["publish"], base))],
+    ]
+    parts = [
+        ["blocked check before each run (one Lua read)", fmt_time(t["refusal_check"])],
+        ["record a failure: history, window, dedupe (one Lua script)", fmt_time(t["redis_record"])],
+        ["component call: `step_failed` (a one-line evidence)", fmt_time(t["component_step_failed"])],
+        [f"component call: `work_failed` ({t['history_events']} events of history)", fmt_time(t["component_work_failed"])],
+        ["component call: `task_failed`", fmt_time(t["component_task_failed"])],
+        ["the transient decision alone (`FailurePolicy.decide`, no Redis)", fmt_time(t["decide_transient"])],
+    ]
+    tp = [[procs, f"{v['decisions_per_s']:.0f}", v["decisions"], v["recorded"]] for procs, v in c["throughput"].items()]
+    work_over_publish = fmt_ratio(ratio(t["backstop_work"], t["publish"]))
+    head = ("### Celery: backstop.celery beside Celery's autoretry\n\n"
+            f"`bench/celery_bench.py`: {c['runtime']}, celery {c['celery']}, redis-py {c['redis_py']}, "
+            f"{c['redis_server'].split(' sha=')[0]} on 127.0.0.1. In-process, no worker: each path is the task's "
+            "own code from the raised exception to the retry or stop it decides, `task.retry` building Celery's "
+            "`Retry` without publishing (publishing costs both paths the same; its own row is for scale). "
+            "Celery's autoretry has no breaker and no shared state; for a work failure it does nothing at all "
+            "(the task fails), so the last Backstop row is all added cost.\n\n")
+    if separate_run:
+        head += separate_run + "\n\n"
+    return (head + table(["path, per failure", "time", "/ Celery autoretry"], rows)
+            + f"\n\nA work failure's whole decision path costs {work_over_publish} the publishing of one retry "
+            "message. Its parts:\n\n" + table(["part", "time"], parts)
+            + "\n\nThe component calls dominate: each is a call through wasmtime-py, whose conversion of the "
+            "state (the configuration included) to the component's types is most of it (see the Python row of "
+            "\"one 2 KiB classify call, by host\").\n\n"
+            f"Decisions per second with the shared state: work failures decided by 1 and 2 processes over "
+            f"{c['throughput_seconds']:.0f} s, spread over {c['items']} work items in one Redis; every failure "
+            "decided is recorded once in the shared window (checked, one warm-up failure per process "
+            "included).\n\n" + table(["processes", "decisions / s", "failures decided", "recorded in the window"], tp))
+
+
 def main():
     out_dir, md_path = sys.argv[1], sys.argv[2]
     est = load_criterion(os.path.join(out_dir, "criterion"))
     meta = load_json(os.path.join(out_dir, "rust-meta.json")) or {}
     py = load_json(os.path.join(out_dir, "python.json"))
     js = load_json(os.path.join(out_dir, "js.json"))
+    cel = load_json(os.path.join(out_dir, "celery.json"))
     skipped = {}
     for name in ("python", "js"):
         note = os.path.join(out_dir, f"{name}.skipped")
@@ -237,6 +288,9 @@ def main():
         "component call is its own conversion of the JSON-shaped value to the component's types and back "
         "and its binding's call overhead.\n\n" + table(["host", "runtime", "per call", "/ native"], rows))
 
+    if cel:
+        sections.append(celery_section(cel))
+
     # size
     size_rows = [
         ["component bytes", f"{meta.get('component_bytes', 'n/a'):,}" if meta.get("component_bytes") else "n/a"],
@@ -299,7 +353,8 @@ What a decision costs, side by side, from one run of one command:
 
 It runs the criterion benchmarks (`host-test/benches/backstop.rs`), then the
 Python (`bench/python_call.py`) and JavaScript (`bench/js_call.mjs`) timings on
-the same 2 KiB evidence, then `bench/report.py`, which prints this table of
+the same 2 KiB evidence, the Celery decision path (`bench/celery_bench.py`),
+then `bench/report.py`, which prints this table of
 ratios and writes this file. Absolute times on a shared machine are noise;
 the ratios, measured in the same run, are the result. Times are criterion's
 median per call (10 samples, short measurement windows so the whole run takes a
@@ -328,5 +383,31 @@ Rust types to and from the component's.
     print(f"\nwrote {md_path}")
 
 
+def celery_only(out_dir, md_path):
+    cel = load_json(os.path.join(out_dir, "celery.json"))
+    if not cel:
+        raise SystemExit(f"no celery.json in {out_dir}")
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    note = (f"Measured by `bench/celery_bench.py` alone ({when}, load average {loadavg()} on "
+            f"{sh(['nproc'])} cores: other work was running, so absolute times are inflated; compare within "
+            "the tables), not in the run of the sections above; the next `scripts/bench` measures it in the "
+            "same run.")
+    section = celery_section(cel, note)
+    with open(md_path) as f:
+        doc = f.read()
+    start = doc.find("### Celery:")
+    if start >= 0:
+        end = min(i for i in (doc.find("\n### ", start + 1), doc.find("\n## ", start + 1), len(doc)) if i >= 0)
+        doc = doc[:start] + doc[end + 1:]
+    at = doc.index("## Machine")
+    doc = doc[:at] + section + "\n\n" + doc[at:]
+    with open(md_path, "w") as f:
+        f.write(doc)
+    print(section + f"\n\nwrote the Celery section into {md_path}")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "--celery-only":
+        celery_only(sys.argv[2], sys.argv[3])
+    else:
+        main()
