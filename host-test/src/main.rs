@@ -263,7 +263,7 @@ fn created() -> Result<String, Fail> {
             .map_err(|e| Fail(1, e.to_string()))?
             .as_secs(),
     };
-    Ok(backstop::reset::format_utc(secs.saturating_mul(1000)))
+    Ok(backstop::text::format_utc(secs.saturating_mul(1000)))
 }
 
 fn publish(cli: &Cli, reference: &str) -> Result<(), Fail> {
