@@ -111,31 +111,57 @@ const CONTEXT_BYTES: usize = 1024;
 /// The lines of context on each side of a `near` marker.
 const NEAR_LINES: usize = 3;
 
-/// A compiled `shape` and `unless`.
+/// A `shape` and an `unless`, each compiled on first use: most texts meet
+/// few shaped markers, so a fresh instance pays only for the ones it meets
+/// (and a tightly capped memory holds the tables).
 #[derive(Default)]
 struct Context {
-    shape: Option<Regex>,
-    unless: Option<Regex>,
+    shape: Lazy,
+    unless: Lazy,
     near: bool,
 }
 
+/// A regular expression's source and, once needed, its compiled form.
+#[derive(Default)]
+struct Lazy {
+    source: Option<String>,
+    compiled: OnceLock<Regex>,
+}
+
+impl Lazy {
+    fn new(source: &Option<String>) -> Lazy {
+        Lazy { source: source.clone(), compiled: OnceLock::new() }
+    }
+
+    /// Whether there is an expression and it matches `text`.
+    fn is_match(&self, text: &str) -> Option<bool> {
+        let source = self.source.as_deref()?;
+        let re = self.compiled.get_or_init(|| compile(source).expect("checked by parse"));
+        Some(re.is_match(text))
+    }
+}
+
+fn compile(source: &str) -> Result<Regex, regex::Error> {
+    RegexBuilder::new(source).size_limit(1 << 20).build()
+}
+
 impl Context {
-    fn of(m: &Marker) -> Result<Context, String> {
-        let compile = |what: &str, re: &Option<String>| -> Result<Option<Regex>, String> {
-            re.as_deref()
-                .map(|r| {
-                    RegexBuilder::new(r)
-                        .size_limit(1 << 20)
-                        .build()
-                        .map_err(|e| format!("{what} of {:?} is not a regular expression: {e}", m.marker))
-                })
-                .transpose()
-        };
-        Ok(Context { shape: compile("shape", &m.shape)?, unless: compile("unless", &m.unless)?, near: m.near })
+    fn of(m: &Marker) -> Context {
+        Context { shape: Lazy::new(&m.shape), unless: Lazy::new(&m.unless), near: m.near }
+    }
+
+    /// Whether `m`'s expressions compile.
+    fn check(m: &Marker) -> Result<(), String> {
+        for (what, re) in [("shape", &m.shape), ("unless", &m.unless)] {
+            if let Some(r) = re {
+                compile(r).map_err(|e| format!("{what} of {:?} is not a regular expression: {e}", m.marker))?;
+            }
+        }
+        Ok(())
     }
 
     fn is_plain(&self) -> bool {
-        self.shape.is_none() && self.unless.is_none()
+        self.shape.source.is_none() && self.unless.source.is_none()
     }
 
     /// Whether the context of the hit at `[start, end)` of `lowered` fits.
@@ -147,7 +173,7 @@ impl Context {
         let from = around(lowered, start, lines, false);
         let to = around(lowered, end, lines, true);
         let ctx = &lowered[from..to];
-        self.shape.as_ref().is_none_or(|r| r.is_match(ctx)) && !self.unless.as_ref().is_some_and(|r| r.is_match(ctx))
+        self.shape.is_match(ctx) != Some(false) && self.unless.is_match(ctx) != Some(true)
     }
 }
 
@@ -309,7 +335,11 @@ fn parse_with(jsonl: &str, sourced: bool) -> Result<Vec<Marker>, String> {
         if !is_text(m.kind) && (m.shape.is_some() || m.unless.is_some() || m.near) {
             return Err(format!("markers line {}: only text markers have a shape: {:?}", n + 1, m.marker));
         }
-        Context::of(&m).map_err(|e| format!("markers line {}: {e}", n + 1))?;
+        if sourced {
+            // The written tables are checked here; the compacted copy the
+            // component carries is the same entries (a test compares them).
+            Context::check(&m).map_err(|e| format!("markers line {}: {e}", n + 1))?;
+        }
         if out.iter().any(|o| o.marker == m.marker && o.kind == m.kind && o.shape == m.shape && o.unless == m.unless) {
             return Err(format!("markers line {}: duplicate marker {:?}", n + 1, m.marker));
         }
@@ -329,8 +359,7 @@ impl Tables {
         let text_index: Vec<usize> =
             markers.iter().enumerate().filter(|(_, m)| is_text(m.kind)).map(|(i, _)| i).collect();
         let shapes: Vec<Shape> = text_index.iter().map(|&i| Shape::of(&markers[i].marker)).collect();
-        let contexts: Vec<Context> =
-            text_index.iter().map(|&i| Context::of(&markers[i]).expect("checked by parse")).collect();
+        let contexts: Vec<Context> = text_index.iter().map(|&i| Context::of(&markers[i])).collect();
         // Markers are lower-case (checked by `parse`) and the text is lowered
         // before a scan, so the automaton is case-sensitive: it builds in about
         // a quarter of the time of an ASCII-case-insensitive one and scans as fast.
@@ -423,6 +452,13 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The digest and the number of entries of the shipped tables, without
+/// compiling them.
+pub fn shipped_info() -> (String, u32) {
+    let count = COMPACT_JSONL.lines().filter(|l| !l.trim().is_empty()).count();
+    (SHIPPED_DIGEST.trim().to_string(), count as u32)
+}
+
 /// The shipped tables, compiled on first use.
 pub fn tables() -> &'static Tables {
     static TABLES: OnceLock<Tables> = OnceLock::new();
@@ -449,6 +485,7 @@ mod tests {
             );
         }
         assert_eq!(tables().digest, hex(&Sha256::digest(MARKERS_JSONL.as_bytes())));
+        assert_eq!(shipped_info(), (tables().digest.clone(), written.len() as u32));
         assert!(COMPACT_JSONL.len() < MARKERS_JSONL.len() / 2, "{} of {}", COMPACT_JSONL.len(), MARKERS_JSONL.len());
     }
 

@@ -1,6 +1,7 @@
 // Builds the playground into target/web: the page (this folder's index.html,
-// *.mjs and style.css), host-js/index.mjs (the one JSON-shape wrapper every JS
-// host uses, copied, not rewritten) beside the component transpiled by jco
+// *.mjs and style.css), host-js/index.mjs and its package.json (the one
+// JSON-shape wrapper every JS host uses, copied, not rewritten) beside the
+// component transpiled by jco
 // into backstop/gen, and the vectors the page offers as examples.
 //
 // The component imports nothing, so jco's output needs no WASI shim; its
@@ -37,6 +38,8 @@ for (const name of readdirSync(web)) {
   }
 }
 cpSync(join(root, 'host-js', 'index.mjs'), join(out, 'backstop', 'index.mjs'));
+// The wrapper reads its version (the contract it supports) from its package.json.
+cpSync(join(root, 'host-js', 'package.json'), join(out, 'backstop', 'package.json'));
 for (const name of DATA) cpSync(join(root, 'tests', 'vectors', name), join(out, 'data', name));
 
 const jco = join(web, 'node_modules', '.bin', 'jco');

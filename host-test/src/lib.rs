@@ -145,6 +145,23 @@ pub enum Origin {
     Precompiled,
 }
 
+/// The engine interface this host links: `backstop:policy/engine@<version>`.
+const ENGINE_PREFIX: &str = "backstop:policy/engine@";
+
+/// Refuses a component whose contract version is not this host's, naming both
+/// versions. A component that exports no engine at all is left to the linker,
+/// whose error says what is missing.
+fn contract(engine: &Engine, component: &Component) -> Result<(), HostError> {
+    let ours = env!("CARGO_PKG_VERSION");
+    let exports: Vec<String> = component.component_type().exports(engine).map(|(n, _)| n.to_string()).collect();
+    match exports.iter().find_map(|e| e.strip_prefix(ENGINE_PREFIX)) {
+        Some(theirs) if theirs != ours => Err(HostError::Load(format!(
+            "the component's contract version {theirs} is not supported by this host (backstop-host {ours} links contract {ours} only)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl Backstop {
     /// Compiles the bundled component.
     pub fn new() -> Result<Backstop, HostError> {
@@ -203,6 +220,7 @@ impl Backstop {
     }
 
     fn link(engine: Engine, component: Component, limits: Limits) -> Result<Backstop, HostError> {
+        contract(&engine, &component)?;
         // An empty linker: the component imports nothing and gets nothing.
         let linker: Linker<HostState> = Linker::new(&engine);
         let pre = linker.instantiate_pre(&component).map_err(|e| HostError::Load(format!("{e:#}")))?;

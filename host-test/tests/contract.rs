@@ -156,3 +156,28 @@ fn component_classify_and_next_action_agree_on_every_step_failed_vector() {
     }
     assert!(disagree.is_empty(), "{}", disagree.join("\n"));
 }
+
+/// A component of another contract version is refused, and the error names
+/// both versions: the bundled component with its version rewritten in place.
+#[test]
+fn a_component_of_another_contract_version_is_refused_naming_both() {
+    let ours = env!("CARGO_PKG_VERSION");
+    let theirs = "9.9.9";
+    assert_eq!(ours.len(), theirs.len(), "the rewrite keeps every length");
+    let needle = format!("@{ours}");
+    let mut bytes = backstop_host::COMPONENT.to_vec();
+    let mut at = 0;
+    let mut rewritten = 0;
+    while let Some(i) = bytes[at..].windows(needle.len()).position(|w| w == needle.as_bytes()) {
+        bytes[at + i + 1..at + i + needle.len()].copy_from_slice(theirs.as_bytes());
+        at += i + needle.len();
+        rewritten += 1;
+    }
+    assert!(rewritten > 0, "the component names its version");
+    let err = match Backstop::from_bytes(&bytes, Limits::default()) {
+        Ok(_) => panic!("a component of contract {theirs} was accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains(theirs) && err.contains(ours), "{err}");
+    assert!(Backstop::from_bytes(backstop_host::COMPONENT, Limits::default()).is_ok());
+}
