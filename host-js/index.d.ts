@@ -10,7 +10,16 @@ export type U64In = number | string | bigint;
 export type U64 = number | string;
 
 export type FailureClass = 'transient_transport' | 'environmental' | 'work' | 'usage_limit' | 'indeterminate';
-export type SignalSource = 'marker' | 'error_code' | 'http_status' | 'exit_code' | 'signal' | 'header' | 'none';
+export type SignalSource =
+  | 'marker'
+  | 'error_code'
+  | 'http_status'
+  | 'exit_code'
+  | 'signal'
+  | 'header'
+  | 'operator_marker'
+  | 'none';
+export type MarkerMatch = 'substring' | 'word' | 'line' | 'code' | 'http' | 'exit';
 export type HintKind =
   | 'should_retry'
   | 'should_not_retry'
@@ -185,6 +194,26 @@ export interface CycleConfig {
   unblock_commands: string[];
 }
 
+/** An operator's marker, in the format of a line of `markers/markers.jsonl`. */
+export interface Marker {
+  class: FailureClass;
+  marker: string;
+  match: MarkerMatch;
+  source?: string;
+  weak?: boolean;
+  generic?: boolean;
+  throttle?: boolean;
+  status?: boolean;
+  shape?: string | null;
+  unless?: string | null;
+  near?: boolean;
+}
+
+export interface ClassifyConfig {
+  /** At most 64, applied beside the shipped tables. */
+  markers: Marker[];
+}
+
 export interface Config {
   transport: TransportConfig;
   evidence: EvidenceConfig;
@@ -192,6 +221,7 @@ export interface Config {
   breakers: BreakerConfig[];
   window: WindowConfig;
   cycle: CycleConfig;
+  classify: ClassifyConfig;
 }
 
 // ---------------------------------------------------------------------------
@@ -311,6 +341,10 @@ export declare function checkContract(componentInfo: { package_version?: unknown
 
 /** Classify failure evidence. */
 export declare function classify(evidence: Evidence): Classification;
+/** `classify` as `nextAction` sees it under a configuration (its evidence
+ * bounds and operator markers); throws `PolicyError` or `InputError`. */
+export declare function classifyWith(evidence: Evidence, config: ConfigInput): Classification;
+export { classifyWith as classify_with };
 /** The decision for one situation; throws `PolicyError` or `InputError`. */
 export declare function nextAction(state: State): Decision;
 export { nextAction as next_action };

@@ -128,7 +128,10 @@ function camel(wit) {
 }
 
 const failureClass = enm('failure-class', ['transient-transport', 'environmental', 'work', 'usage-limit', 'indeterminate']);
-const signalSource = enm('signal-source', ['marker', 'error-code', 'http-status', 'exit-code', 'signal', 'header', 'none']);
+const signalSource = enm('signal-source', [
+  'marker', 'error-code', 'http-status', 'exit-code', 'signal', 'header', 'operator-marker', 'none',
+]);
+const markerMatch = enm('marker-match', ['substring', 'word', 'line', 'code', 'http', 'exit']);
 const hintKind = enm('hint-kind', [
   'should-retry', 'should-not-retry', 'retry-after', 'rate-limit-reset', 'usage-limit-reset', 'usage-limit-rejected',
 ]);
@@ -172,9 +175,14 @@ const windowConfig = rec('window-config', [
   ['window', u64], ['limit', u32], ['base-delay', u64], ['max-delay', u64], ['unblock-commands', list(str)],
 ]);
 const cycleConfig = rec('cycle-config', [['max-cycles', u32], ['unblock-commands', list(str)]]);
+const marker = rec('marker', [
+  ['class', failureClass], ['marker', str], ['match', markerMatch], ['source', str], ['weak', bool],
+  ['generic', bool], ['throttle', bool], ['status', bool], ['shape', opt(str)], ['unless', opt(str)], ['near', bool],
+], { required: ['class', 'marker', 'match'] });
+const classifyConfig = rec('classify-config', [['markers', list(marker)]]);
 const config = rec('config', [
   ['transport', transportConfig], ['evidence', evidenceConfig], ['resume', resumeConfig],
-  ['breakers', list(breakerConfig)], ['window', windowConfig], ['cycle', cycleConfig],
+  ['breakers', list(breakerConfig)], ['window', windowConfig], ['cycle', cycleConfig], ['classify', classifyConfig],
 ]);
 const stepFailure = rec('step-failure', [['evidence', evidence], ['attempt', u32], ['waited', u64], ['elapsed', u64]]);
 const historyEvent = rec('history-event', [
@@ -221,9 +229,9 @@ const policyInfo = rec('policy-info', [
 
 /** Every named type of the schema, for the check against jco's declarations. */
 export const schema = {
-  failureClass, signalSource, hintKind, sameFailure, onTrip, resetOn, eventKind, action,
+  failureClass, signalSource, hintKind, markerMatch, sameFailure, onTrip, resetOn, eventKind, action,
   stepReport, header, evidence, serverHint, classification, transportConfig, evidenceConfig, resumeConfig,
-  breakerConfig, windowConfig, cycleConfig, config, stepFailure, historyEvent, workFailure,
+  breakerConfig, windowConfig, cycleConfig, marker, classifyConfig, config, stepFailure, historyEvent, workFailure,
   taskFailure, cycleEntry, quotaReading, runStop, situation, state, circuitBreaker, runAutoResumed,
   decision, fieldError, policyError, policyInfo,
 };
@@ -353,13 +361,10 @@ export function classify(ev) {
   return lift(classification, engine.classify(lower(evidence, ev, '')));
 }
 
-/** Decide what to do next; returns the decision (with `record_json`); throws
- * `PolicyError` when the policy refuses and `InputError` on a misshapen input. */
-export function nextAction(st) {
-  const input = lower(state, st, '', { config: defaultConfig() });
-  let raw;
+/** Calls `call`, turning the component's policy error into `PolicyError`. */
+function policyCall(call) {
   try {
-    raw = engine.nextAction(input);
+    return call();
   } catch (e) {
     if (e && e.payload && typeof e.payload.tag === 'string' && own(policyError.cases, e.payload.tag)) {
       const { field, rule } = e.payload.val;
@@ -367,7 +372,22 @@ export function nextAction(st) {
     }
     throw e;
   }
-  return lift(decision, raw);
+}
+
+/** Classify as `nextAction` sees it under `cfg` (its evidence bounds and
+ * operator markers, `config.classify.markers`); throws `PolicyError` on a
+ * configuration the policy refuses. */
+export function classifyWith(ev, cfg) {
+  const e = lower(evidence, ev, '');
+  const c = lower(config, cfg, 'config', defaultConfig());
+  return lift(classification, policyCall(() => engine.classifyWith(e, c)));
+}
+
+/** Decide what to do next; returns the decision (with `record_json`); throws
+ * `PolicyError` when the policy refuses and `InputError` on a misshapen input. */
+export function nextAction(st) {
+  const input = lower(state, st, '', { config: defaultConfig() });
+  return lift(decision, policyCall(() => engine.nextAction(input)));
 }
 
 /** The normalised one-line signature of a failure detail. */
@@ -386,6 +406,6 @@ export function info() {
   return lift(policyInfo, engine.info());
 }
 
-export { nextAction as next_action, defaultConfig as default_config };
+export { nextAction as next_action, defaultConfig as default_config, classifyWith as classify_with };
 
 checkContract(info());

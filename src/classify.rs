@@ -29,7 +29,7 @@
 //!    `environmental`); `x-should-retry: false` makes any failure not retryable.
 
 use crate::hints;
-use crate::markers::{tables, Marker, MarkerMatch, Tables};
+use crate::markers::{operator_tables, tables, Marker, MarkerMatch, Tables};
 use crate::model::*;
 use crate::reset;
 use crate::text::{head, tail};
@@ -150,16 +150,36 @@ pub fn classify(evidence: &Evidence) -> Classification {
 }
 
 pub fn classify_with(evidence: &Evidence, opts: &Options) -> Classification {
-    classify_in(tables(), evidence, opts)
+    classify_in(tables(), None, evidence, opts)
 }
 
-pub fn classify_in(t: &Tables, evidence: &Evidence, opts: &Options) -> Classification {
+/// Classifies as the configuration says: its evidence bounds and its
+/// operator markers (`config.classify.markers`, checked by `config::validate`).
+pub fn classify_configured(evidence: &Evidence, config: &Config) -> Classification {
+    let opts = Options::from_config(config);
+    if config.classify.markers.is_empty() {
+        return classify_in(tables(), None, evidence, &opts);
+    }
+    let ops = operator_tables(&config.classify.markers);
+    classify_in(tables(), Some(&ops), evidence, &opts)
+}
+
+/// Classifies with the tables `t` and, when given, an operator's tables
+/// `ops`, whose markers count as the shipped ones do (same precedence) and
+/// report the source `operator-marker`.
+pub fn classify_in(t: &Tables, ops: Option<&Tables>, evidence: &Evidence, opts: &Options) -> Classification {
     let g = gather(evidence, opts);
     let read = hints::read(&evidence.headers);
     let mut candidates = text_candidates(t, &g.parts);
     candidates.extend(fact_candidates(t, evidence));
+    if let Some(o) = ops {
+        let mut theirs = text_candidates(o, &g.parts);
+        theirs.extend(fact_candidates(o, evidence));
+        candidates.extend(theirs.into_iter().map(|c| Candidate { source: SignalSource::OperatorMarker, ..c }));
+    }
     candidates.extend(hint_candidates(&read.hints));
-    let best = choose(candidates).or_else(|| exit_or_signal(t, &g.exit_codes, &g.signals, opts));
+    let exit = |t: &Tables| exit_or_signal(t, &g.exit_codes, &g.signals, opts);
+    let best = choose(candidates).or_else(|| ops.and_then(exit)).or_else(|| exit(t));
     let best = server_word(best, &read.hints);
     finish(g, best, read, opts)
 }

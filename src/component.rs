@@ -22,6 +22,10 @@ impl Guest for Component {
         crate::classify(&evidence.conv()).conv()
     }
 
+    fn classify_with(evidence: w::Evidence, config: w::Config) -> Result<w::Classification, w::PolicyError> {
+        crate::classify_with_config(&evidence.conv(), &config.conv()).map(Conv::conv).map_err(Conv::conv)
+    }
+
     fn next_action(state: w::State) -> Result<w::Decision, w::PolicyError> {
         crate::next_action(&state.conv()).map(Conv::conv).map_err(Conv::conv)
     }

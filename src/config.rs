@@ -100,6 +100,7 @@ impl Default for Config {
             breakers: default_breakers(),
             window: WindowConfig::default(),
             cycle: CycleConfig::default(),
+            classify: ClassifyConfig::default(),
         }
     }
 }
@@ -184,6 +185,25 @@ pub fn validate(c: &Config) -> Result<(), PolicyError> {
 
     range_u32("config.cycle.max_cycles", c.cycle.max_cycles, 1, 1000)?;
     commands("config.cycle.unblock_commands", &c.cycle.unblock_commands)?;
+    operator_markers(&c.classify.markers)
+}
+
+/// At most this many operator markers.
+pub const MAX_OPERATOR_MARKERS: usize = 64;
+
+/// The operator's markers follow the rules of the shipped tables
+/// (`markers::check`), each error naming the entry's index and field.
+fn operator_markers(list: &[Marker]) -> Result<(), PolicyError> {
+    if list.len() > MAX_OPERATOR_MARKERS {
+        return Err(PolicyError::config("config.classify.markers", format!("at most {MAX_OPERATOR_MARKERS} entries")));
+    }
+    for (i, m) in list.iter().enumerate() {
+        let at = |field: &str| format!("config.classify.markers[{i}].{field}");
+        crate::markers::check(m).map_err(|(field, rule)| PolicyError::config(at(field), rule))?;
+        if let Some(rule) = crate::markers::duplicate(&list[..i], m) {
+            return Err(PolicyError::config(at("marker"), rule));
+        }
+    }
     Ok(())
 }
 

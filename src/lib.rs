@@ -33,6 +33,13 @@ pub use signature::signature;
 /// The package version.
 pub const PACKAGE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// `classify` as `next-action` sees it: with the configuration's evidence
+/// bounds and operator markers. Fails with `invalid-config` as `next-action` does.
+pub fn classify_with_config(evidence: &Evidence, config: &Config) -> Result<Classification, PolicyError> {
+    config::validate(config)?;
+    Ok(classify::classify_configured(evidence, config))
+}
+
 /// The default configuration.
 pub fn default_config() -> Config {
     Config::default()

@@ -46,14 +46,14 @@
 //! its own class is present, but it always outranks a retry and a usage-limit
 //! wait: beside a transient or usage-limit marker, the answer is its class.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::{Regex, RegexBuilder};
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::model::FailureClass;
+pub use crate::model::{Marker, MarkerMatch};
 
 /// The tables as written, a source on every entry.
 pub const MARKERS_JSONL: &str = include_str!("../markers/markers.jsonl");
@@ -62,49 +62,6 @@ pub const MARKERS_JSONL: &str = include_str!("../markers/markers.jsonl");
 /// sources (written by `build.rs`), and the SHA-256 of `MARKERS_JSONL`.
 const COMPACT_JSONL: &str = include_str!(concat!(env!("OUT_DIR"), "/markers.compact.jsonl"));
 const SHIPPED_DIGEST: &str = include_str!(concat!(env!("OUT_DIR"), "/markers.sha256"));
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MarkerMatch {
-    Substring,
-    Word,
-    Line,
-    Code,
-    Http,
-    Exit,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Marker {
-    pub class: FailureClass,
-    pub marker: String,
-    #[serde(rename = "match")]
-    pub kind: MarkerMatch,
-    /// Where the text comes from; required in every written table, left out
-    /// of the compacted one the component carries.
-    #[serde(default)]
-    pub source: String,
-    #[serde(default)]
-    pub weak: bool,
-    #[serde(default)]
-    pub generic: bool,
-    /// The server says it is throttling: outranks a restated status.
-    #[serde(default)]
-    pub throttle: bool,
-    /// Only restates an HTTP status (`403 forbidden`): a throttle outranks it.
-    #[serde(default)]
-    pub status: bool,
-    /// A regular expression the marker's context must match.
-    #[serde(default)]
-    pub shape: Option<String>,
-    /// A regular expression the marker's context must not match.
-    #[serde(default)]
-    pub unless: Option<String>,
-    /// The context is the marker's line and three lines either side, not the line alone.
-    #[serde(default)]
-    pub near: bool,
-}
 
 /// The bytes of context read on each side of a shaped marker.
 const CONTEXT_BYTES: usize = 1024;
@@ -148,16 +105,6 @@ fn compile(source: &str) -> Result<Regex, regex::Error> {
 impl Context {
     fn of(m: &Marker) -> Context {
         Context { shape: Lazy::new(&m.shape), unless: Lazy::new(&m.unless), near: m.near }
-    }
-
-    /// Whether `m`'s expressions compile.
-    fn check(m: &Marker) -> Result<(), String> {
-        for (what, re) in [("shape", &m.shape), ("unless", &m.unless)] {
-            if let Some(r) = re {
-                compile(r).map_err(|e| format!("{what} of {:?} is not a regular expression: {e}", m.marker))?;
-            }
-        }
-        Ok(())
     }
 
     fn is_plain(&self) -> bool {
@@ -304,48 +251,62 @@ fn parse_with(jsonl: &str, sourced: bool) -> Result<Vec<Marker>, String> {
             continue;
         }
         let m: Marker = serde_json::from_str(line).map_err(|e| format!("markers line {}: {e}", n + 1))?;
-        if m.marker.is_empty() || m.marker != m.marker.to_ascii_lowercase() || m.marker.trim() != m.marker {
-            return Err(format!(
-                "markers line {}: marker must be non-empty, lower-case and trimmed: {:?}",
-                n + 1,
-                m.marker
-            ));
-        }
-        if sourced && m.source.trim().is_empty() {
-            return Err(format!("markers line {}: marker {:?} has no source", n + 1, m.marker));
-        }
-        if is_text(m.kind) {
-            if m.marker.contains("##") || m.marker.split('#').all(str::is_empty) {
-                return Err(format!(
-                    "markers line {}: `#` stands for a digit run; {:?} has `##` or no literal text",
-                    n + 1,
-                    m.marker
-                ));
-            }
-        } else if m.marker.contains('#') {
-            return Err(format!("markers line {}: `#` is only allowed in text markers: {:?}", n + 1, m.marker));
-        }
-        if m.class == FailureClass::Indeterminate && (!is_text(m.kind) || m.weak || m.generic) {
-            return Err(format!(
-                "markers line {}: an indeterminate (neutral) marker is a plain text marker: {:?}",
-                n + 1,
-                m.marker
-            ));
-        }
-        if !is_text(m.kind) && (m.shape.is_some() || m.unless.is_some() || m.near) {
-            return Err(format!("markers line {}: only text markers have a shape: {:?}", n + 1, m.marker));
-        }
+        // The written tables are checked whole; the compacted copy the
+        // component carries is the same entries (a test compares them).
         if sourced {
-            // The written tables are checked here; the compacted copy the
-            // component carries is the same entries (a test compares them).
-            Context::check(&m).map_err(|e| format!("markers line {}: {e}", n + 1))?;
+            check(&m).map_err(|(_, rule)| format!("markers line {}: {rule}", n + 1))?;
         }
-        if out.iter().any(|o| o.marker == m.marker && o.kind == m.kind && o.shape == m.shape && o.unless == m.unless) {
-            return Err(format!("markers line {}: duplicate marker {:?}", n + 1, m.marker));
+        if let Some(rule) = duplicate(&out, &m) {
+            return Err(format!("markers line {}: {rule}", n + 1));
         }
         out.push(m);
     }
     Ok(out)
+}
+
+/// Why `m` repeats an entry of `before` (the same text, kind and context), if it does.
+pub fn duplicate(before: &[Marker], m: &Marker) -> Option<String> {
+    let same = |o: &Marker| o.marker == m.marker && o.kind == m.kind && o.shape == m.shape && o.unless == m.unless;
+    before.iter().any(same).then(|| format!("duplicate marker {:?}", m.marker))
+}
+
+/// The longest marker text, and the longest `shape` or `unless`, an operator may give.
+pub const MAX_MARKER: usize = 256;
+pub const MAX_EXPRESSION: usize = 512;
+
+/// Checks one entry: the field at fault and the rule it breaks. The same
+/// rules hold for the shipped tables and for `config.classify.markers`.
+pub fn check(m: &Marker) -> Result<(), (&'static str, String)> {
+    let text = is_text(m.kind);
+    if m.marker.is_empty() || m.marker != m.marker.to_ascii_lowercase() || m.marker.trim() != m.marker {
+        return Err(("marker", format!("marker must be non-empty, lower-case and trimmed: {:?}", m.marker)));
+    }
+    if m.marker.len() > MAX_MARKER {
+        return Err(("marker", format!("at most {MAX_MARKER} bytes")));
+    }
+    if m.source.trim().is_empty() {
+        return Err(("source", format!("marker {:?} has no source", m.marker)));
+    }
+    if text && (m.marker.contains("##") || m.marker.split('#').all(str::is_empty)) {
+        return Err(("marker", format!("`#` stands for a digit run; {:?} has `##` or no literal text", m.marker)));
+    }
+    if !text && m.marker.contains('#') {
+        return Err(("marker", format!("`#` is only allowed in text markers: {:?}", m.marker)));
+    }
+    if m.class == FailureClass::Indeterminate && (!text || m.weak || m.generic) {
+        return Err(("class", format!("an indeterminate (neutral) marker is a plain text marker: {:?}", m.marker)));
+    }
+    if !text && (m.shape.is_some() || m.unless.is_some() || m.near) {
+        return Err(("shape", format!("only text markers have a shape: {:?}", m.marker)));
+    }
+    for (field, re) in [("shape", &m.shape), ("unless", &m.unless)] {
+        let Some(r) = re else { continue };
+        if r.len() > MAX_EXPRESSION {
+            return Err((field, format!("at most {MAX_EXPRESSION} bytes")));
+        }
+        compile(r).map_err(|e| (field, format!("{field} of {:?} is not a regular expression: {e}", m.marker)))?;
+    }
+    Ok(())
 }
 
 impl Tables {
@@ -459,6 +420,29 @@ pub fn shipped_info() -> (String, u32) {
     (SHIPPED_DIGEST.trim().to_string(), count as u32)
 }
 
+/// How many operator lists an instance keeps compiled.
+const OPERATOR_CACHE: usize = 4;
+
+/// The tables of an operator's `config.classify.markers` (checked by
+/// `config::validate`), compiled once per distinct list: the last
+/// [`OPERATOR_CACHE`] lists stay compiled, so a host that passes the same
+/// configuration on every call compiles it once.
+pub fn operator_tables(list: &[Marker]) -> Arc<Tables> {
+    static CACHE: Mutex<Vec<(String, Arc<Tables>)>> = Mutex::new(Vec::new());
+    let key = serde_json::to_string(list).unwrap_or_default();
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = cache.iter().position(|(k, _)| *k == key) {
+        let hit = cache.remove(i);
+        let tables = hit.1.clone();
+        cache.insert(0, hit);
+        return tables;
+    }
+    let tables = Arc::new(Tables::compile(list.to_vec(), String::new()));
+    cache.insert(0, (key, tables.clone()));
+    cache.truncate(OPERATOR_CACHE);
+    tables
+}
+
 /// The shipped tables, compiled on first use.
 pub fn tables() -> &'static Tables {
     static TABLES: OnceLock<Tables> = OnceLock::new();
@@ -471,6 +455,33 @@ pub fn tables() -> &'static Tables {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operator_tables_compile_once_per_distinct_list() {
+        let list = |m: &str| {
+            vec![Marker {
+                class: FailureClass::Work,
+                marker: m.to_string(),
+                kind: MarkerMatch::Word,
+                source: "test".into(),
+                weak: false,
+                generic: false,
+                throttle: false,
+                status: false,
+                shape: None,
+                unless: None,
+                near: false,
+            }]
+        };
+        let a = operator_tables(&list("alpha fault"));
+        assert!(Arc::ptr_eq(&a, &operator_tables(&list("alpha fault"))), "the same list is compiled once");
+        assert!(!Arc::ptr_eq(&a, &operator_tables(&list("beta fault"))));
+        for i in 0..OPERATOR_CACHE {
+            operator_tables(&list(&format!("other fault {i}")));
+        }
+        assert!(!Arc::ptr_eq(&a, &operator_tables(&list("alpha fault"))), "the cache holds the last few lists");
+        assert_eq!(a.scan("x alpha fault y").len(), 1);
+    }
 
     #[test]
     fn the_compacted_tables_are_the_written_ones_without_sources() {

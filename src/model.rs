@@ -99,6 +99,8 @@ pub enum SignalSource {
     ExitCode,
     Signal,
     Header,
+    /// A marker of the operator's `config.classify.markers`.
+    OperatorMarker,
     None,
 }
 
@@ -308,6 +310,59 @@ pub struct CycleConfig {
     pub unblock_commands: Vec<String>,
 }
 
+/// How a marker matches (see `markers.rs` and `docs/markers.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkerMatch {
+    Substring,
+    Word,
+    Line,
+    Code,
+    Http,
+    Exit,
+}
+
+/// One marker: a line of `markers/markers.jsonl`, or an operator's entry in
+/// `config.classify.markers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Marker {
+    pub class: FailureClass,
+    pub marker: String,
+    #[serde(rename = "match")]
+    pub kind: MarkerMatch,
+    /// Where the text comes from; required in every written table, left out
+    /// of the compacted one the component carries.
+    #[serde(default)]
+    pub source: String,
+    #[serde(default)]
+    pub weak: bool,
+    #[serde(default)]
+    pub generic: bool,
+    /// The server says it is throttling: outranks a restated status.
+    #[serde(default)]
+    pub throttle: bool,
+    /// Only restates an HTTP status (`403 forbidden`): a throttle outranks it.
+    #[serde(default)]
+    pub status: bool,
+    /// A regular expression the marker's context must match.
+    #[serde(default)]
+    pub shape: Option<String>,
+    /// A regular expression the marker's context must not match.
+    #[serde(default)]
+    pub unless: Option<String>,
+    /// The context is the marker's line and three lines either side, not the line alone.
+    #[serde(default)]
+    pub near: bool,
+}
+
+/// The operator's own markers, applied beside the shipped tables.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClassifyConfig {
+    pub markers: Vec<Marker>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -317,6 +372,7 @@ pub struct Config {
     pub breakers: Vec<BreakerConfig>,
     pub window: WindowConfig,
     pub cycle: CycleConfig,
+    pub classify: ClassifyConfig,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -52,7 +52,7 @@
 //!    again when the run resumes).
 
 use crate::backoff;
-use crate::classify::{classify_with, Options};
+use crate::classify::classify_configured;
 use crate::decision::{build, later, Facts};
 use crate::hints::{ignored_note, server_wait};
 use crate::model::*;
@@ -208,7 +208,7 @@ pub fn decide(now: Timestamp, entropy: u64, config: &Config, r: &RunStop) -> Res
     let shown = if code.is_empty() { "no error code".to_string() } else { format!("code {code}") };
     let c = match code.as_str() {
         "BUDGET_EXCEEDED" => None,
-        _ => r.evidence.as_ref().map(|e| classify_with(e, &Options::from_config(config))),
+        _ => r.evidence.as_ref().map(|e| classify_configured(e, config)),
     };
     let x = Ctx { now, entropy, rc, r, code: &code, shown, c };
     let o = not_allowed(&x)

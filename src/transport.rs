@@ -11,7 +11,7 @@
 //! what `classify` said.
 
 use crate::backoff;
-use crate::classify::{classify_with, Options};
+use crate::classify::classify_configured;
 use crate::decision::{build, later, Facts};
 use crate::hints::{ignored_note, quotes, server_wait};
 use crate::model::*;
@@ -69,7 +69,7 @@ fn validate(s: &StepFailure) -> Result<(), PolicyError> {
 pub fn decide(now: Timestamp, entropy: u64, config: &Config, s: &StepFailure) -> Result<Decision, PolicyError> {
     validate(s)?;
     let t = &config.transport;
-    let c = classify_with(&s.evidence, &Options::from_config(config));
+    let c = classify_configured(&s.evidence, config);
     let o = if c.hint(HintKind::ShouldNotRetry).is_some() {
         let why = format!("stopped: {}{}", stop_summary(&c, s.attempt, s.waited), ignored_note(&c));
         Outcome::stop(Action::Terminal, why, quotes(&c, &[HintKind::ShouldNotRetry]))

@@ -63,7 +63,8 @@ macro_rules! variant {
 }
 
 enumeration!(FailureClass { TransientTransport, Environmental, Work, UsageLimit, Indeterminate });
-enumeration!(SignalSource { Marker, ErrorCode, HttpStatus, ExitCode, Signal, Header, None });
+enumeration!(SignalSource { Marker, ErrorCode, HttpStatus, ExitCode, Signal, Header, OperatorMarker, None });
+enumeration!(MarkerMatch { Substring, Word, Line, Code, Http, Exit });
 enumeration!(HintKind { ShouldRetry, ShouldNotRetry, RetryAfter, RateLimitReset, UsageLimitReset, UsageLimitRejected });
 enumeration!(SameFailure { Signature, CheckAndSignature });
 enumeration!(OnTrip { Block });
@@ -89,7 +90,45 @@ record!(ResumeConfig { max_resumes, base_delay, max_delay, quota_cap_percent, re
 record!(BreakerConfig { kind, same_failure, threshold, on_trip, reset_on, look_at, unblock_commands });
 record!(WindowConfig { window, limit, base_delay, max_delay, unblock_commands });
 record!(CycleConfig { max_cycles, unblock_commands });
-record!(Config { transport, evidence, resume, breakers, window, cycle });
+record!(Config { transport, evidence, resume, breakers, window, cycle, classify });
+record!(ClassifyConfig { markers });
+
+// `match` is a keyword in Rust: the bindings call the field `match_`, the
+// model `kind`; otherwise field by field.
+impl Conv<w::Marker> for m::Marker {
+    fn conv(self) -> w::Marker {
+        w::Marker {
+            class: self.class.conv(),
+            marker: self.marker,
+            match_: self.kind.conv(),
+            source: self.source,
+            weak: self.weak,
+            generic: self.generic,
+            throttle: self.throttle,
+            status: self.status,
+            shape: self.shape,
+            unless: self.unless,
+            near: self.near,
+        }
+    }
+}
+impl Conv<m::Marker> for w::Marker {
+    fn conv(self) -> m::Marker {
+        m::Marker {
+            class: self.class.conv(),
+            marker: self.marker,
+            kind: self.match_.conv(),
+            source: self.source,
+            weak: self.weak,
+            generic: self.generic,
+            throttle: self.throttle,
+            status: self.status,
+            shape: self.shape,
+            unless: self.unless,
+            near: self.near,
+        }
+    }
+}
 record!(StepFailure { evidence, attempt, waited, elapsed });
 record!(HistoryEvent { at, kind, breaker, actor, detail, check, diagnosis });
 record!(WorkFailure { breaker, actor, history });

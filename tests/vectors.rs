@@ -31,7 +31,9 @@ fn all_vectors_pass_natively() {
 }
 
 /// One reader: for every `step_failed` state of the vectors, `classify` of the
-/// state's evidence says the class the decision acts on.
+/// state's evidence under its configuration (`classify-with`; plain
+/// `classify` where the configuration has no operator markers) says the class
+/// the decision acts on.
 #[test]
 fn classify_and_next_action_agree_on_every_step_failed_vector() {
     let states = common::step_failed_states();
@@ -40,7 +42,11 @@ fn classify_and_next_action_agree_on_every_step_failed_vector() {
     for (at, input) in &states {
         let s: State = serde_json::from_value(input.clone()).unwrap();
         let backstop::Situation::StepFailed(f) = &s.situation else { unreachable!() };
-        let class = backstop::classify(&f.evidence).class;
+        let Ok(with) = backstop::classify_with_config(&f.evidence, &s.config) else { continue };
+        let class = with.class;
+        if s.config.classify.markers.is_empty() {
+            assert_eq!(backstop::classify(&f.evidence).class, class, "{at}");
+        }
         if let Ok(d) = backstop::next_action(&s) {
             if d.class != Some(class) {
                 disagree.push(format!("{at}: classify {class:?}, next-action {:?}", d.class));

@@ -118,7 +118,7 @@ function declaration(dts, name) {
 
 // Records the wrapper reads (fields may be left out) and those it returns (every field present).
 const INPUTS = new Set(['step-report', 'header', 'evidence', 'step-failure', 'history-event', 'work-failure',
-  'task-failure', 'cycle-entry', 'quota-reading', 'run-stop', 'state']);
+  'task-failure', 'cycle-entry', 'quota-reading', 'run-stop', 'state', 'marker']);
 
 test('index.d.ts declares every type of the wrapper schema with its fields', () => {
   const dts = readFileSync(join(packageDir, 'index.d.ts'), 'utf8');

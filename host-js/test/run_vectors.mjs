@@ -215,6 +215,18 @@ test('inputs are checked, errors carry field and rule, u64 round-trips', () => {
   assert.equal(backstop.signature('error: x 12', 'chk'), 'chk: error: x <n>');
 });
 
+test('classifyWith applies the operator markers and refuses a bad one by field', () => {
+  const marker = { class: 'work', marker: 'bundle_rejected', match: 'word', source: 'our deploy tool' };
+  const evidence = { text: 'deployctl: BUNDLE_REJECTED after API Error: 529 Overloaded' };
+  assert.equal(backstop.classify(evidence).class, 'transient_transport');
+  const c = backstop.classifyWith(evidence, { classify: { markers: [marker] } });
+  assert.deepEqual([c.class, c.signal, c.source], ['work', 'bundle_rejected', 'operator_marker']);
+  assert.throws(
+    () => backstop.classifyWith(evidence, { classify: { markers: [{ ...marker, marker: 'Bundle' }] } }),
+    (e) => e instanceof backstop.PolicyError && e.field === 'config.classify.markers[0].marker',
+  );
+});
+
 test('the schema mirrors the TypeScript declarations jco generated', () => {
   const dts = readFileSync(join(packageDir, 'gen', 'interfaces', 'backstop-policy-types.d.ts'), 'utf8');
   const pascal = (wit) => wit.replace(/(^|-)([a-z])/g, (_, __, c) => c.toUpperCase());

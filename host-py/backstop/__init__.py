@@ -41,6 +41,7 @@ __all__ = [
     "PolicyError",
     "TrapError",
     "classify",
+    "classify_with",
     "component_path",
     "default_config",
     "info",
@@ -472,7 +473,7 @@ class Backstop:
         instance = self._linker.instantiate(store, self._component)
         ix = instance.get_export_index(store, self._interface)
         funcs = {}
-        for name in ("classify", "next-action", "signature", "default-config", "info"):
+        for name in ("classify", "classify-with", "next-action", "signature", "default-config", "info"):
             fx = instance.get_export_index(store, name, ix)
             if fx is None:
                 raise BackstopError(f"{self._interface} has no function {name}")
@@ -522,17 +523,19 @@ class Backstop:
         node, raw = self._call("classify", evidence)
         return _lift(node, raw)
 
+    def classify_with(self, evidence: dict, config: dict) -> dict:
+        """Classify as :meth:`next_action` sees it under ``config`` (its
+        evidence bounds and operator markers, ``config["classify"]["markers"]``);
+        raises :class:`PolicyError` on a config the policy refuses."""
+        node, raw = self._call("classify-with", evidence, config, defaults=self.default_config())
+        return _result(node, raw)
+
     def next_action(self, state: dict) -> dict:
         """Decide what to do next. Returns the decision dict (with
         ``record_json``); raises :class:`PolicyError` on a config or input
         the policy refuses."""
         node, raw = self._call("next-action", state, defaults={"config": self.default_config()})
-        _, ok, err = node
-        if isinstance(raw, wc.Variant):
-            e = _lift(err, raw)
-            (kind, fe), = e.items()
-            raise PolicyError(kind, fe["field"], fe["rule"])
-        return _lift(ok, raw)
+        return _result(node, raw)
 
     def signature(self, detail: str, check: Optional[str] = None) -> str:
         """The normalised one-line signature of a failure detail."""
@@ -550,6 +553,16 @@ class Backstop:
         """Package version, record schema version, marker-table digest and count."""
         node, raw = self._call("info")
         return _lift(node, raw)
+
+
+def _result(node: tuple, raw: Any) -> dict:
+    """A `result<T, policy-error>`: T lifted, or :class:`PolicyError` raised."""
+    _, ok, err = node
+    if isinstance(raw, wc.Variant):
+        e = _lift(err, raw)
+        (kind, fe), = e.items()
+        raise PolicyError(kind, fe["field"], fe["rule"])
+    return _lift(ok, raw)
 
 
 def _deep_copy(v: Any) -> Any:
@@ -575,6 +588,11 @@ def _backstop() -> Backstop:
 def classify(evidence: dict) -> dict:
     """Classify failure evidence with the shared :class:`Backstop`."""
     return _backstop().classify(evidence)
+
+
+def classify_with(evidence: dict, config: dict) -> dict:
+    """Classify under a configuration, with the shared :class:`Backstop`."""
+    return _backstop().classify_with(evidence, config)
 
 
 def next_action(state: dict) -> dict:

@@ -213,6 +213,25 @@ def test_limits() -> List[str]:
     return problems
 
 
+def test_classify_with() -> List[str]:
+    """classify_with applies the operator's markers and refuses a bad one by field."""
+    problems = []
+    marker = {"class": "work", "marker": "bundle_rejected", "match": "word", "source": "our deploy tool"}
+    evidence = {"text": "deployctl: BUNDLE_REJECTED after API Error: 529 Overloaded"}
+    if backstop.classify(evidence)["class"] != "transient_transport":
+        problems.append("classify_with: the shipped tables alone do not retry the 529")
+    c = backstop.classify_with(evidence, {"classify": {"markers": [marker]}})
+    if (c["class"], c["signal"], c["source"]) != ("work", "bundle_rejected", "operator_marker"):
+        problems.append(f"classify_with: {c['class']} {c['signal']} {c['source']}")
+    try:
+        backstop.classify_with(evidence, {"classify": {"markers": [dict(marker, marker="Bundle")]}})
+        problems.append("classify_with: an upper-case marker was accepted")
+    except backstop.PolicyError as e:
+        if (e.kind, e.field) != ("invalid_config", "config.classify.markers[0].marker"):
+            problems.append(f"classify_with: {e.to_dict()}")
+    return problems
+
+
 def test_shape() -> List[str]:
     """Input errors name the path; policy errors carry field and rule; info and config read back."""
     problems = []
@@ -290,7 +309,7 @@ def main() -> int:
     count, failures = run_all(b)
     t_run = time.perf_counter() - t1
     print(f"python host: {count} vectors ({t_load * 1000:.0f} ms to compile, {t_run * 1000:.0f} ms to run)")
-    problems = test_doc_example() + test_limits() + test_shape() + test_cache_dir()
+    problems = test_doc_example() + test_limits() + test_shape() + test_classify_with() + test_cache_dir()
     for f in failures:
         print(f"FAIL {f}")
     for p in problems:

@@ -243,10 +243,10 @@ fn marker_counts(c: &mut Criterion) {
         let t = tables_times(factor);
         let naive = Naive::new(&t);
         let name = format!("{factor}x");
-        expect_transient(&classify_in(&t, &ev, &opts));
+        expect_transient(&classify_in(&t, None, &ev, &opts));
         assert!(naive.classify(ev.text.as_deref().unwrap()).is_some());
         g.bench_with_input(BenchmarkId::new("single-pass", &name), &ev, |b, ev| {
-            b.iter(|| classify_in(&t, black_box(ev), &opts))
+            b.iter(|| classify_in(&t, None, black_box(ev), &opts))
         });
         g.bench_with_input(BenchmarkId::new("naive", &name), &ev, |b, ev| {
             b.iter(|| naive.classify(black_box(ev).text.as_deref().unwrap()))

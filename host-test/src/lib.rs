@@ -326,6 +326,19 @@ impl Backstop {
         self.call(|s, b| b.backstop_policy_engine().call_classify(s, &e)).map(Conv::conv)
     }
 
+    /// `classify-with` through the component: `classify` under a configuration
+    /// (its evidence bounds and operator markers).
+    pub fn classify_with(
+        &mut self,
+        evidence: &m::Evidence,
+        config: &m::Config,
+    ) -> Result<Result<m::Classification, m::PolicyError>, HostError> {
+        let e: w::Evidence = evidence.clone().conv();
+        let c: w::Config = config.clone().conv();
+        self.call(|s, b| b.backstop_policy_engine().call_classify_with(s, &e, &c))
+            .map(|r| r.map(Conv::conv).map_err(Conv::conv))
+    }
+
     /// `next-action` through the component.
     pub fn next_action(&mut self, state: &m::State) -> Result<Result<m::Decision, m::PolicyError>, HostError> {
         let st: w::State = state.clone().conv();

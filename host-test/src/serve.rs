@@ -151,6 +151,17 @@ fn call(b: &mut Backstop, function: &str, input: Value) -> Result<Value, ServeEr
             };
             to_value(b.classify(&evidence)?)
         }
+        "classify-with" => {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct WithConfig {
+                evidence: m::Evidence,
+                #[serde(default)]
+                config: m::Config,
+            }
+            let w: WithConfig = from_input(input, "classify-with input")?;
+            to_value(b.classify_with(&w.evidence, &w.config)??)
+        }
         "next-action" => {
             let state: m::State = from_input(input, "state")?;
             to_value(b.next_action(&state)??)
@@ -172,7 +183,7 @@ fn call(b: &mut Backstop, function: &str, input: Value) -> Result<Value, ServeEr
         "default-config" => to_value(b.default_config()?),
         "info" => to_value(b.info()?),
         other => Err(ServeError::bad(format!(
-            "function: unknown {other:?}; expected classify, next-action, signature, default-config or info"
+            "function: unknown {other:?}; expected classify, classify-with, next-action, signature, default-config or info"
         ))),
     }
 }

@@ -249,6 +249,14 @@ fn breakers(n: usize) -> Value {
     )
 }
 
+fn operator_markers(n: usize) -> Value {
+    Value::Array(
+        (0..n)
+            .map(|i| json!({"class": "work", "marker": format!("tool fault {i}"), "match": "word", "source": "s"}))
+            .collect(),
+    )
+}
+
 /// Every bound of `src/config.rs`: each field at its bounds (accepted) and
 /// just beyond them (refused, naming the field).
 fn table() -> Vec<Row> {
@@ -290,6 +298,7 @@ fn table() -> Vec<Row> {
             vec![json!(MIN - 1), json!(31 * DAY + 1)],
         ),
         row("config.breakers", vec![json!([]), breakers(32)], vec![breakers(33)]),
+        row("config.classify.markers", vec![json!([]), operator_markers(64)], vec![operator_markers(65)]),
         row(
             "config.breakers[0].kind",
             vec![json!("b"), json!("k".repeat(64))],

@@ -186,3 +186,19 @@ fn the_readme_client_example_runs_and_the_readme_holds_it_verbatim() {
     let readme = std::fs::read_to_string(here.join("..").join("README.md")).unwrap();
     assert!(readme.contains(example), "README.md does not hold host-test/tests/serve_client.py's example verbatim");
 }
+
+#[test]
+fn classify_with_applies_the_operator_markers() {
+    let mut server = Server::start(&[]);
+    let marker = json!({"class": "work", "marker": "bundle_rejected", "match": "word", "source": "our deploy tool"});
+    let evidence = json!({"text": "deployctl: BUNDLE_REJECTED after API Error: 529 Overloaded"});
+    let input = json!({"evidence": evidence, "config": {"classify": {"markers": [marker]}}});
+    let r = server.ask(&json!({"id": 1, "function": "classify-with", "input": input}));
+    assert_eq!((r["ok"]["class"].as_str(), r["ok"]["source"].as_str()), (Some("work"), Some("operator_marker")), "{r}");
+    let plain = server.ask(&json!({"id": 2, "function": "classify-with", "input": {"evidence": evidence}}));
+    assert_eq!(plain["ok"]["class"], "transient_transport", "{plain}");
+    let bad = json!({"evidence": evidence, "config": {"classify": {"markers": [{"class": "work", "marker": "X", "match": "word", "source": "s"}]}}});
+    let r = server.ask(&json!({"id": 3, "function": "classify_with", "input": bad}));
+    assert_eq!(r["error"]["field"], "config.classify.markers[0].marker", "{r}");
+    server.finish();
+}
