@@ -120,6 +120,17 @@ impl From<OciError> for Fail {
     }
 }
 
+/// `println!` that returns a `Fail` instead of panicking when stdout is gone
+/// (`backstop demo | head`).
+macro_rules! say {
+    () => {
+        writeln!(std::io::stdout().lock()).map_err(|e| Fail(1, format!("writing stdout: {e}")))
+    };
+    ($($arg:tt)*) => {
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err(|e| Fail(1, format!("writing stdout: {e}")))
+    };
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -224,7 +235,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let mut b = load(&cli)?;
             match b.next_action(&state)? {
                 Ok(d) if *marker => {
-                    println!("{}", backstop::marker_line(&d));
+                    say!("{}", backstop::marker_line(&d))?;
                     Ok(())
                 }
                 Ok(d) => print_json(&d),
@@ -234,7 +245,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
         Command::Signature { file, check } => {
             let text = text_of(&read_input(file.as_deref())?);
             let mut b = load(&cli)?;
-            println!("{}", b.signature(&text, check.as_deref())?);
+            say!("{}", b.signature(&text, check.as_deref())?)?;
             Ok(())
         }
         Command::Demo => demo(&mut load(&cli)?),
@@ -361,112 +372,120 @@ fn ask(
 ) -> Result<m::Decision, Fail> {
     let state = m::State { now, entropy, config: config.clone(), situation };
     let d = b.next_action(&state)?.map_err(|e| Fail(1, e.to_string()))?;
-    println!("{label} -> {} ({})", d.action.as_str(), d.reasoning);
-    println!("{}", backstop::marker_line(&d));
+    say!("{label} -> {} ({})", d.action.as_str(), d.reasoning)?;
+    say!("{}", backstop::marker_line(&d))?;
     Ok(d)
 }
 
 /// The seed incidents, decision by decision: the 529 hours into a run, a
 /// retry that meets a real failure, the 84-failure task loop, and a run
 /// stopped on a usage limit.
-fn demo(b: &mut Backstop) -> Result<(), Fail> {
-    const SEC: u64 = 1_000_000_000;
-    const MIN_MS: u64 = 60_000;
-    let hours_in: u64 = 1_790_000_000_000 + 6 * 3_600_000; // six hours into the run, ms
-    let defaults = m::Config::default();
+const SEC: u64 = 1_000_000_000;
+const MIN_MS: u64 = 60_000;
+/// Six hours into the seed run, ms since the epoch.
+const HOURS_IN: u64 = 1_790_000_000_000 + 6 * 3_600_000;
+const OVERLOADED: &str = "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.\nIf it persists, check https://status.claude.com.";
+
+/// The seed run's step 12 failing with `stdout`, after five completed phases.
+fn seed_step(stdout: &str, attempt: u32, waited: u64) -> m::Situation {
     let completed =
         ["workflow-prep", "workflow-worktree", "workflow-design", "workflow-tdd", "workflow-refactor-review"];
-    let step_failed = |stdout: &str, attempt: u32, waited: u64| -> m::Situation {
-        let mut steps: Vec<m::StepReport> = completed
-            .iter()
-            .map(|id| m::StepReport { id: id.to_string(), status: "success".into(), ..Default::default() })
-            .collect();
-        steps.push(m::StepReport {
-            id: "step-12-run-precommit".into(),
-            status: "error".into(),
-            error: Some("agent step failed: amplihack claude failed (exit 1)".into()),
-            stdout: Some(stdout.into()),
-            exit_code: Some(1),
-            ..Default::default()
-        });
-        m::Situation::StepFailed(m::StepFailure {
-            evidence: m::Evidence { steps, ..Default::default() },
-            attempt,
-            waited,
-            ..Default::default()
-        })
-    };
-    let overloaded = "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.\nIf it persists, check https://status.claude.com.";
+    let mut steps: Vec<m::StepReport> = completed
+        .iter()
+        .map(|id| m::StepReport { id: id.to_string(), status: "success".into(), ..Default::default() })
+        .collect();
+    steps.push(m::StepReport {
+        id: "step-12-run-precommit".into(),
+        status: "error".into(),
+        error: Some("agent step failed: amplihack claude failed (exit 1)".into()),
+        stdout: Some(stdout.into()),
+        exit_code: Some(1),
+        ..Default::default()
+    });
+    m::Situation::StepFailed(m::StepFailure {
+        evidence: m::Evidence { steps, ..Default::default() },
+        attempt,
+        waited,
+        ..Default::default()
+    })
+}
 
-    println!("== Scenario 1: the seed incident. Five phases done, six hours in; step 12 says only `exit 1`, its stdout holds a 529.");
-    let (mut waited, mut now) = (0u64, hours_in);
+/// The four seed scenarios, decision by decision.
+fn demo(b: &mut Backstop) -> Result<(), Fail> {
+    let defaults = m::Config::default();
+    demo_seed_incident(b, &defaults)?;
+    say!()?;
+    demo_retry_meets_work(b, &defaults)?;
+    say!()?;
+    demo_task_loop(b, &defaults)?;
+    say!()?;
+    demo_usage_limit(b)
+}
+
+fn demo_seed_incident(b: &mut Backstop, defaults: &m::Config) -> Result<(), Fail> {
+    say!("== Scenario 1: the seed incident. Five phases done, six hours in; step 12 says only `exit 1`, its stdout holds a 529.")?;
+    let (mut waited, mut now) = (0u64, HOURS_IN);
     for attempt in 1..=2u32 {
-        let d = ask(
-            b,
-            &format!("attempt {attempt} failed"),
-            now,
-            0x5eed_0000 + attempt as u64,
-            &defaults,
-            step_failed(overloaded, attempt, waited),
-        )?;
+        let label = format!("attempt {attempt} failed");
+        let d = ask(b, &label, now, 0x5eed_0000 + attempt as u64, defaults, seed_step(OVERLOADED, attempt, waited))?;
         let delay = d.delay.unwrap_or(0);
         waited += delay;
         now += delay / 1_000_000;
     }
-    println!(
+    say!(
         "attempt 3 succeeded after {}s of backoff: the six-hour run goes on with its five completed phases.",
         waited / SEC
-    );
+    )?;
+    Ok(())
+}
 
-    println!();
-    println!(
+fn demo_retry_meets_work(b: &mut Backstop, defaults: &m::Config) -> Result<(), Fail> {
+    say!(
         "== Scenario 2: the retry meets a real failure. The 529 retries; then the tests fail, which no retry can fix."
-    );
-    let d = ask(b, "attempt 1 failed", hours_in, 7, &defaults, step_failed(overloaded, 1, 0))?;
+    )?;
+    let d = ask(b, "attempt 1 failed", HOURS_IN, 7, defaults, seed_step(OVERLOADED, 1, 0))?;
     let delay = d.delay.unwrap_or(0);
     let tests_failed = "running 4 tests\ntest result: FAILED. 3 passed; 1 failed";
-    ask(b, "attempt 2 failed", hours_in + delay / 1_000_000, 8, &defaults, step_failed(tests_failed, 2, delay))?;
-    println!("The run stops loudly with the class and the completed phases; whether the work should go on is the host's judgement.");
+    ask(b, "attempt 2 failed", HOURS_IN + delay / 1_000_000, 8, defaults, seed_step(tests_failed, 2, delay))?;
+    say!("The run stops loudly with the class and the completed phases; whether the work should go on is the host's judgement.")?;
+    Ok(())
+}
 
-    println!();
-    println!("== Scenario 3: a task loop that once failed 84 times in three minutes on the same worktree error.");
+fn demo_task_loop(b: &mut Backstop, defaults: &m::Config) -> Result<(), Fail> {
+    say!("== Scenario 3: a task loop that once failed 84 times in three minutes on the same worktree error.")?;
     let mut failures = Vec::new();
-    let mut at = hours_in;
+    let mut at = HOURS_IN;
     loop {
         failures.push(at);
-        let d = ask(
-            b,
-            &format!("task failure {}", failures.len()),
-            at,
-            0,
-            &defaults,
-            m::Situation::TaskFailed(m::TaskFailure { failures: failures.clone() }),
-        )?;
+        let situation = m::Situation::TaskFailed(m::TaskFailure { failures: failures.clone() });
+        let d = ask(b, &format!("task failure {}", failures.len()), at, 0, defaults, situation)?;
         match d.delay {
             Some(delay) if d.action == m::Action::Proceed => at += delay / 1_000_000 + MIN_MS / 2,
             _ => break,
         }
     }
-    println!("{} failures instead of 84, then the work is blocked until a human unblocks it.", failures.len());
+    say!("{} failures instead of 84, then the work is blocked until a human unblocks it.", failures.len())?;
+    Ok(())
+}
 
-    println!();
-    println!(
+fn demo_usage_limit(b: &mut Backstop) -> Result<(), Fail> {
+    say!(
         "== Scenario 4: a run stops on a usage limit whose reset is stated as an epoch; auto-resume is on (3 resumes)."
-    );
+    )?;
     let mut config = m::Config::default();
     config.resume.max_resumes = 3;
-    let reset_s = hours_in / 1000 + 2 * 3600;
+    let reset_s = HOURS_IN / 1000 + 2 * 3600;
     let stop = m::RunStop {
         code: "USAGE_LIMIT_REACHED".into(),
         evidence: Some(m::Evidence::from_text(format!("Claude AI usage limit reached|{reset_s}"))),
         ..Default::default()
     };
-    let d = ask(b, "run stopped", hours_in, 3, &config, m::Situation::RunStopped(stop))?;
+    let d = ask(b, "run stopped", HOURS_IN, 3, &config, m::Situation::RunStopped(stop))?;
     if let Some(at) = d.resume_at {
-        println!(
+        say!(
             "The run resumes by itself at {} (the reset plus a margin), no human needed.",
             backstop::text::format_utc(at)
-        );
+        )?;
     }
     Ok(())
 }

@@ -166,3 +166,31 @@ fn info_matches_the_native_tables() {
     assert_eq!(v["schema_version"], 1);
     assert_eq!(o.stdout.last(), Some(&b'\n'), "a JSON line ends with a newline");
 }
+
+/// `backstop classify --jsonl big | head -1`: a reader that goes away early
+/// ends the CLI with a message, never a panic. The output (about 1.5 MB) is
+/// far more than a pipe holds, so the CLI is still writing when it goes.
+#[test]
+fn a_closed_stdout_ends_the_cli_without_a_panic() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    let lines = "{\"evidence\": \"API Error: 529 Overloaded\"}\n".repeat(3000);
+    let input = tmp("closed-stdout.jsonl", lines.as_bytes());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_backstop"))
+        .args(["classify", "--jsonl", input.to_str().unwrap()])
+        .env("BACKSTOP_CACHE_DIR", std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.contains("transient_transport"), "{first}");
+    // The reader is dropped here: the CLI's next write meets a closed pipe.
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let status = child.wait().unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("writing stdout"), "{stderr}");
+}
