@@ -297,29 +297,35 @@ def _lower(node: tuple, v: Any, path: str, defaults: Any = None) -> Any:
         case = node[1][wit]
         return wc.Variant(wit, None if case is None else _lower(case, payload, f"{path}.{tag}"))
     if kind == "record":
-        if not isinstance(v, dict):
-            raise InputError(path, f"expected an object, got {type(v).__name__}")
-        names = _fields(node)
-        if names not in _LENIENT:
-            for k in v:
-                if k not in names:
-                    raise InputError(f"{path}.{k}", f"unknown field, expected one of {', '.join(sorted(names))}")
-        required = _REQUIRED.get(names, set())
-        r = wc.Record()
-        for wit, snake, fnode in node[1]:
-            sub = f"{path}.{snake}" if path else snake
-            fdefault = defaults.get(snake) if isinstance(defaults, dict) else None
-            if snake in v:
-                val = _lower(fnode, v[snake], sub, fdefault)
-            elif snake in required:
-                raise InputError(sub, "missing field")
-            elif fdefault is not None:
-                val = _lower(fnode, fdefault, sub)
-            else:
-                val = _zero(fnode, sub)
-            setattr(r, wit, val)
-        return r
+        return _lower_record(node, v, path, defaults)
     raise TypeError(f"cannot lower {kind}")
+
+def _lower_record(node: tuple, v: Any, path: str, defaults: Any) -> Any:
+    """A JSON object to a record: unknown keys refused (except where the Rust
+    model is lenient), left-out fields from `defaults` or their zero value."""
+    if not isinstance(v, dict):
+        raise InputError(path, f"expected an object, got {type(v).__name__}")
+    names = _fields(node)
+    if names not in _LENIENT:
+        for k in v:
+            if k not in names:
+                raise InputError(f"{path}.{k}", f"unknown field, expected one of {', '.join(sorted(names))}")
+    required = _REQUIRED.get(names, set())
+    r = wc.Record()
+    for wit, snake, fnode in node[1]:
+        sub = f"{path}.{snake}" if path else snake
+        fdefault = defaults.get(snake) if isinstance(defaults, dict) else None
+        if snake in v:
+            val = _lower(fnode, v[snake], sub, fdefault)
+        elif snake in required:
+            raise InputError(sub, "missing field")
+        elif fdefault is not None:
+            val = _lower(fnode, fdefault, sub)
+        else:
+            val = _zero(fnode, sub)
+        setattr(r, wit, val)
+    return r
+
 
 
 def _zero(node: tuple, path: str) -> Any:
