@@ -770,3 +770,87 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------- operator markers
+
+fn operator_marker() -> impl Strategy<Value = Marker> {
+    let class = select(vec![
+        FailureClass::Work,
+        FailureClass::Environmental,
+        FailureClass::TransientTransport,
+        FailureClass::UsageLimit,
+        FailureClass::Indeterminate,
+    ]);
+    let kind = select(vec![MarkerMatch::Word, MarkerMatch::Substring, MarkerMatch::Line, MarkerMatch::Code]);
+    // Texts from a small alphabet (so they often occur in the evidence), `#`
+    // and upper case included; shapes from regular-expression characters,
+    // broken ones included.
+    let text = "[a-cA#_ :]{0,6}";
+    let shape = prop_oneof![Just(None), "[a-c#()\\[\\]*+?|^$\\\\d.]{0,12}".prop_map(Some)];
+    (class, text, kind, shape, any::<bool>(), any::<bool>()).prop_map(|(class, marker, kind, shape, weak, near)| {
+        Marker {
+            class,
+            marker,
+            kind,
+            source: "property test".into(),
+            weak,
+            generic: false,
+            throttle: false,
+            status: false,
+            shape,
+            unless: None,
+            near,
+        }
+    })
+}
+
+proptest! {
+    #![proptest_config(cases(256))]
+
+    /// Any operator marker list gives a decision or an `invalid-config` that
+    /// names an entry of `config.classify.markers`: never a panic. When it is
+    /// accepted and a plain work marker of it occurs in the evidence, the
+    /// step is never retried.
+    #[test]
+    fn operator_markers_are_checked_and_a_work_marker_never_retries(
+        markers in prop::collection::vec(operator_marker(), 0..6),
+        text in "[a-cA#_ :\n]{0,40}",
+        transient in any::<bool>(),
+    ) {
+        let mut config = Config::default();
+        config.classify.markers = markers.clone();
+        let text = if transient { format!("{text}\nAPI Error: 529 Overloaded") } else { text };
+        let s = step_failed_with(config, &text);
+        match backstop::next_action(&s) {
+            Ok(d) => {
+                let lowered = text.to_ascii_lowercase();
+                let work_here = markers.iter().any(|m| {
+                    m.class == FailureClass::Work && m.kind == MarkerMatch::Substring && !m.weak
+                        && m.shape.is_none() && !m.marker.contains('#') && lowered.contains(&m.marker)
+                });
+                if work_here {
+                    prop_assert_ne!(d.action, Action::Retry, "{}", d.record_json);
+                    prop_assert_eq!(d.class, Some(FailureClass::Work), "{}", d.record_json);
+                }
+            }
+            Err(PolicyError::InvalidConfig(e)) => {
+                prop_assert!(e.field.starts_with("config.classify.markers"), "{e:?}");
+            }
+            Err(e) => prop_assert!(false, "{e:?}"),
+        }
+    }
+}
+
+fn step_failed_with(config: Config, text: &str) -> State {
+    State {
+        now: NOW,
+        entropy: 7,
+        config,
+        situation: Situation::StepFailed(StepFailure {
+            evidence: Evidence::from_text(text),
+            attempt: 1,
+            waited: 0,
+            elapsed: 0,
+        }),
+    }
+}
