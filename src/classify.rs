@@ -125,7 +125,7 @@ impl Candidate {
     /// A candidate from a marker entry, with the entry's flags. Of the
     /// structured statuses, 400, 403 and 429 yield to a throttle; 401 never.
     fn marker(m: &Marker, signal: String, source: SignalSource, tier: Tier) -> Candidate {
-        let yielding_status = source == SignalSource::HttpStatus && ["400", "403", "429"].contains(&m.marker.as_str());
+        let yielding_status = source == SignalSource::HttpStatus && ["400", "403", "429"].contains(&m.marker.as_ref());
         Candidate {
             weak: m.weak,
             generic: m.generic,
@@ -240,7 +240,7 @@ fn text_candidates(t: &Tables, parts: &[Part]) -> Vec<Candidate> {
             out.push(Candidate {
                 line: Some(line_at(part, h.start)),
                 rank: (Tier::Marker, offset + h.start, std::cmp::Reverse(m.marker.len())),
-                ..Candidate::marker(m, m.marker.clone(), SignalSource::Marker, Tier::Marker)
+                ..Candidate::marker(m, m.marker.to_string(), SignalSource::Marker, Tier::Marker)
             });
         }
         offset += part.text.len() + 1;

@@ -4,6 +4,7 @@
 //! `now` and entropy) and, on `wasm32`, one glue module that exports it as the
 //! WebAssembly component described by `wit/`.
 
+pub mod automaton;
 pub mod backoff;
 pub mod breaker;
 pub mod classify;

@@ -6,6 +6,8 @@
 //! values; optional fields may be left out; u64 fields accept a number or a
 //! decimal string (JavaScript cannot hold integers above 2^53 in a number).
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// A span of time in nanoseconds.
@@ -328,13 +330,13 @@ pub enum MarkerMatch {
 #[serde(deny_unknown_fields)]
 pub struct Marker {
     pub class: FailureClass,
-    pub marker: String,
+    pub marker: Cow<'static, str>,
     #[serde(rename = "match")]
     pub kind: MarkerMatch,
     /// Where the text comes from; required in every written table, left out
-    /// of the compacted one the component carries.
+    /// of the entries `build.rs` compiles into the crate.
     #[serde(default)]
-    pub source: String,
+    pub source: Cow<'static, str>,
     #[serde(default)]
     pub weak: bool,
     #[serde(default)]
@@ -347,10 +349,10 @@ pub struct Marker {
     pub status: bool,
     /// A regular expression the marker's context must match.
     #[serde(default)]
-    pub shape: Option<String>,
+    pub shape: Option<Cow<'static, str>>,
     /// A regular expression the marker's context must not match.
     #[serde(default)]
-    pub unless: Option<String>,
+    pub unless: Option<Cow<'static, str>>,
     /// The context is the marker's line and three lines either side, not the line alone.
     #[serde(default)]
     pub near: bool,

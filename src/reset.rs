@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use regex::Regex;
+use regex_lite::Regex;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 

@@ -59,7 +59,7 @@
 use std::sync::LazyLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder};
-use regex::Regex;
+use regex_lite::Regex;
 
 use crate::text::head;
 
@@ -165,10 +165,10 @@ static LOG_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static UUID: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?-u:\b)[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?-u:\b)").unwrap()
+    Regex::new(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b").unwrap()
 });
 
-static TIME: LazyLock<Regex> = LazyLock::new(|| Regex::new(&format!(r"(?-u:\b)(?:{DATE_TIME})(?-u:\b)")).unwrap());
+static TIME: LazyLock<Regex> = LazyLock::new(|| Regex::new(&format!(r"\b(?:{DATE_TIME})\b")).unwrap());
 
 static TMP: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(

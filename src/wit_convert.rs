@@ -29,6 +29,18 @@ macro_rules! identity {
 }
 identity!(String, bool, u16, u32, u64, i32, f64);
 
+// The model's marker texts borrow the shipped tables where they can.
+impl Conv<std::borrow::Cow<'static, str>> for String {
+    fn conv(self) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Owned(self)
+    }
+}
+impl Conv<String> for std::borrow::Cow<'static, str> {
+    fn conv(self) -> String {
+        self.into_owned()
+    }
+}
+
 macro_rules! record {
     ($name:ident { $($f:ident),* $(,)? }) => {
         impl Conv<w::$name> for m::$name {
@@ -99,15 +111,15 @@ impl Conv<w::Marker> for m::Marker {
     fn conv(self) -> w::Marker {
         w::Marker {
             class: self.class.conv(),
-            marker: self.marker,
+            marker: self.marker.conv(),
             match_: self.kind.conv(),
-            source: self.source,
+            source: self.source.conv(),
             weak: self.weak,
             generic: self.generic,
             throttle: self.throttle,
             status: self.status,
-            shape: self.shape,
-            unless: self.unless,
+            shape: self.shape.conv(),
+            unless: self.unless.conv(),
             near: self.near,
         }
     }
@@ -116,15 +128,15 @@ impl Conv<m::Marker> for w::Marker {
     fn conv(self) -> m::Marker {
         m::Marker {
             class: self.class.conv(),
-            marker: self.marker,
+            marker: self.marker.conv(),
             kind: self.match_.conv(),
-            source: self.source,
+            source: self.source.conv(),
             weak: self.weak,
             generic: self.generic,
             throttle: self.throttle,
             status: self.status,
-            shape: self.shape,
-            unless: self.unless,
+            shape: self.shape.conv(),
+            unless: self.unless.conv(),
             near: self.near,
         }
     }

@@ -284,10 +284,10 @@ fn every_marker_decides_a_vector() {
                 MarkerMatch::Code => vec![format!("error-type {}", m.marker), format!("error-code {}", m.marker)],
                 MarkerMatch::Http => vec![format!("http {}", m.marker)],
                 MarkerMatch::Exit => vec![format!("exit {}", m.marker)],
-                _ => vec![m.marker.clone()],
+                _ => vec![m.marker.to_string()],
             };
             if m.class == FailureClass::Indeterminate {
-                return !neutral_texts.iter().any(|t| t.contains(&m.marker));
+                return !neutral_texts.iter().any(|t| t.contains(m.marker.as_ref()));
             }
             !names.iter().any(|n| signals.contains(n))
         })

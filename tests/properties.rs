@@ -151,7 +151,7 @@ fn code_markers(throttles: bool) -> Vec<String> {
         .markers
         .iter()
         .filter(|m| m.kind == MarkerMatch::Code && (throttles || !m.throttle))
-        .map(|m| m.marker.clone())
+        .map(|m| m.marker.to_string())
         .collect()
 }
 
@@ -796,14 +796,14 @@ fn operator_marker() -> impl Strategy<Value = Marker> {
     (class, text, kind, shape, any::<bool>(), any::<bool>()).prop_map(|(class, marker, kind, shape, weak, near)| {
         Marker {
             class,
-            marker,
+            marker: marker.into(),
             kind,
             source: "property test".into(),
             weak,
             generic: false,
             throttle: false,
             status: false,
-            shape,
+            shape: shape.map(Into::into),
             unless: None,
             near,
         }
@@ -835,7 +835,7 @@ fn operator_markers_are_checked_and_a_work_marker_never_retries() {
                             && !m.weak
                             && m.shape.is_none()
                             && !m.marker.contains('#')
-                            && lowered.contains(&m.marker)
+                            && lowered.contains(m.marker.as_ref())
                     });
                     if work_here {
                         met.set(met.get() + 1);

@@ -6,7 +6,10 @@
 //!   naive baseline that lowercases the text and searches for each marker
 //!   separately (the seed's approach) over the same bytes the classifier reads
 //!   (the last `scan_bytes` = 64 KiB). `classify/{native,naive}-full/1MiB`
-//!   read all of the 1 MiB.
+//!   read all of the 1 MiB. `classify/bare-dfa/64KiB` is the limit the
+//!   native classify is held to: aho-corasick's DFA (`AhoCorasickKind::DFA`)
+//!   over the same literals the marker automaton holds, walking the same
+//!   64 KiB (lower-cased beforehand) and nothing else.
 //! - `markers/{single-pass,naive}/{1x,4x,16x}`: 64 KiB of evidence against the
 //!   real table and tables of 4x and 16x as many markers (synthetic lines
 //!   appended to the real ones, built with `Tables::build`).
@@ -183,6 +186,22 @@ fn states() -> Vec<(&'static str, State)> {
     ]
 }
 
+/// aho-corasick's DFA over the literals the marker automaton holds (the
+/// anchor of each text marker), with no prefilter: one table walk per byte.
+fn bare_dfa() -> aho_corasick::AhoCorasick {
+    let literals: Vec<String> = markers::tables()
+        .markers
+        .iter()
+        .filter(|m| is_text(m.kind))
+        .map(|m| backstop::automaton::anchor(&m.marker).1.to_string())
+        .collect();
+    aho_corasick::AhoCorasick::builder()
+        .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+        .prefilter(false)
+        .build(&literals)
+        .expect("the bare DFA builds")
+}
+
 fn expect_transient(c: &Classification) {
     assert_eq!(c.class, FailureClass::TransientTransport, "benchmark evidence must classify as the 529: {c:?}");
 }
@@ -222,6 +241,17 @@ fn classify_sizes(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("naive", name), &ev, |b, ev| {
             b.iter(|| naive.classify(tail(black_box(ev).text.as_deref().unwrap(), opts.scan_bytes)))
         });
+        if name == "64KiB" {
+            let dfa = bare_dfa();
+            let lowered = text.to_ascii_lowercase();
+            assert_eq!(
+                dfa.find_overlapping_iter(&lowered).count(),
+                dfa.find_overlapping_iter(SIGNAL.to_ascii_lowercase().as_str()).count()
+            );
+            g.bench_with_input(BenchmarkId::new("bare-dfa", name), &lowered, |b, t| {
+                b.iter(|| dfa.find_overlapping_iter(black_box(t.as_str())).count())
+            });
+        }
         if len > opts.scan_bytes {
             expect_transient(&classify_with(&ev, &full));
             g.bench_with_input(BenchmarkId::new("native-full", name), &ev, |b, ev| {

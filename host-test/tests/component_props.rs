@@ -109,7 +109,7 @@ fn step() -> impl Strategy<Value = m::StepReport> {
 
 fn evidence() -> impl Strategy<Value = m::Evidence> {
     let codes: Vec<String> =
-        tables().markers.iter().filter(|m| m.kind == MarkerMatch::Code).map(|m| m.marker.clone()).collect();
+        tables().markers.iter().filter(|m| m.kind == MarkerMatch::Code).map(|m| m.marker.to_string()).collect();
     (
         prop::collection::vec(step(), 0..3),
         opt_text(),

@@ -1,0 +1,352 @@
+//! The one pass that finds every marker literal in a text: a DFA over the
+//! first [`PREFIX`] bytes of each literal (its "anchor"), walked byte by byte
+//! through two flat tables, and at each prefix match a comparison of the
+//! whole anchors that share that prefix.
+//!
+//! The DFA is built by the aho-corasick crate (`aho_corasick::dfa::DFA`,
+//! standard semantics, unanchored) and read out state by state into the
+//! tables here. This module, not the crate's own search, walks them, and that
+//! is on purpose: the shipped tables are built when the crate is built
+//! (`build.rs` includes this file and writes the tables as statics), so a
+//! fresh instance loads them without parsing or building anything, and
+//! aho-corasick has no serialized form. A full DFA of the ~580 shipped
+//! literals would take about 2 MiB (9,000 states, 56 byte classes, u32 ids),
+//! twice the component's whole size budget; the prefix DFA takes ~64 KiB and
+//! scans as fast, because it stays in cache. Operator markers and test tables
+//! build the same tables at run time with [`build`].
+//!
+//! Plain Rust, no I/O; it compiles both into the crate and into `build.rs`.
+
+use std::borrow::Cow;
+
+/// How many leading bytes of each literal the DFA holds.
+pub const PREFIX: usize = 4;
+
+/// The tables of one automaton; `'static` slices when shipped, owned when built.
+#[derive(Clone, Debug)]
+pub struct Automaton {
+    /// Byte to equivalence class: the bytes that occur in a prefix have a
+    /// class each, an upper-case ASCII letter its lower-case letter's, and
+    /// every other byte shares class 0. So the walk is ASCII-case-insensitive
+    /// and a text is scanned as it is, never lowered first.
+    pub classes: Cow<'static, [u8; 256]>,
+    /// How many classes there are: the width of a row of `trans`.
+    pub stride: usize,
+    /// The next state, at `state + class`: a state is the offset of its row
+    /// (its number times `stride`), so a step is one addition and one load.
+    /// The states from `first_match` on are match states.
+    pub trans: Cow<'static, [u32]>,
+    pub start: u32,
+    pub first_match: u32,
+    /// For the `k`th match state (row `first_match + k * stride`), the literals to compare whole are
+    /// `verify[ends[k - 1]..ends[k]]` (from 0 for k = 0).
+    pub match_ends: Cow<'static, [u32]>,
+    pub verify: Cow<'static, [u16]>,
+    /// The literals, concatenated; literal `p` is `bytes[ends[p - 1]..ends[p]]`.
+    pub literal_bytes: Cow<'static, [u8]>,
+    pub literal_ends: Cow<'static, [u32]>,
+}
+
+/// The piece of a text marker that the automaton holds: the marker cut at
+/// its `#`s (each stands for a digit run), the longest piece, the first of
+/// equally long ones. Its index among the pieces, and the piece.
+pub fn anchor(marker: &str) -> (usize, &str) {
+    let mut best = (0, "");
+    for (i, piece) in marker.split('#').enumerate() {
+        if piece.len() > best.1.len() {
+            best = (i, piece);
+        }
+    }
+    best
+}
+
+/// Builds the automaton of `literals`, which must be lower-case: the scan
+/// matches them ASCII-case-insensitively.
+/// Fails when there are more than 65,535 literals or the automaton would
+/// need more than 65,535 states, or when a literal is empty or longer than
+/// 65,535 bytes.
+pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
+    use aho_corasick::automaton::Automaton as _;
+    use aho_corasick::{dfa::DFA, Anchored, MatchKind, StartKind};
+
+    if literals.len() > u16::MAX as usize {
+        return Err(format!("{} literals, at most {} fit", literals.len(), u16::MAX));
+    }
+    if let Some(p) = literals.iter().position(|l| l.is_empty() || l.len() > u16::MAX as usize) {
+        return Err(format!("literal {p} is empty or longer than {} bytes", u16::MAX));
+    }
+    let (prefixes, groups) = prefix_groups(literals);
+    let dfa = DFA::builder()
+        .match_kind(MatchKind::Standard)
+        .start_kind(StartKind::Unanchored)
+        .build(&prefixes)
+        .map_err(|e| format!("the prefix automaton does not build: {e}"))?;
+    let (classes, stride, reps) = byte_classes(&prefixes);
+    let start = dfa.start_state(Anchored::No).map_err(|e| e.to_string())?;
+    let next = |sid, byte| dfa.next_state(Anchored::No, sid, byte);
+    let order = states(start, &reps, next, |sid| dfa.is_match(sid));
+    if order.len() > u16::MAX as usize {
+        return Err(format!("the prefix automaton needs {} states, at most {} fit", order.len(), u16::MAX));
+    }
+    let row = |i: usize| (i * stride) as u32;
+    let index: std::collections::HashMap<_, u32> = order.iter().enumerate().map(|(i, &s)| (s, row(i))).collect();
+    let mut trans = Vec::with_capacity(order.len() * stride);
+    for &sid in &order {
+        trans.extend(reps.iter().map(|&b| index[&next(sid, b)]));
+    }
+    let first_match = order.iter().position(|&s| dfa.is_match(s)).unwrap_or(order.len());
+    let (mut match_ends, mut verify) = (Vec::new(), Vec::new());
+    for &sid in &order[first_match..] {
+        for k in 0..dfa.match_len(sid) {
+            verify.extend(groups[dfa.match_pattern(sid, k).as_usize()].iter().copied());
+        }
+        match_ends.push(verify.len() as u32);
+    }
+    let literal_bytes: Vec<u8> = literals.concat();
+    let literal_ends: Vec<u32> = literals
+        .iter()
+        .scan(0u32, |end, l| {
+            *end += l.len() as u32;
+            Some(*end)
+        })
+        .collect();
+    Ok(Automaton {
+        classes: Cow::Owned(classes),
+        stride,
+        trans: Cow::Owned(trans),
+        start: index[&start],
+        first_match: row(first_match),
+        match_ends: Cow::Owned(match_ends),
+        verify: Cow::Owned(verify),
+        literal_bytes: Cow::Owned(literal_bytes),
+        literal_ends: Cow::Owned(literal_ends),
+    })
+}
+
+/// The distinct prefixes, and for each the literals (by index) that start with it.
+fn prefix_groups<'a>(literals: &[&'a [u8]]) -> (Vec<&'a [u8]>, Vec<Vec<u16>>) {
+    let mut prefixes: Vec<&[u8]> = Vec::new();
+    let mut groups: Vec<Vec<u16>> = Vec::new();
+    let mut seen = std::collections::HashMap::new();
+    for (p, lit) in literals.iter().enumerate() {
+        let prefix = &lit[..lit.len().min(PREFIX)];
+        let g = *seen.entry(prefix).or_insert_with(|| {
+            prefixes.push(prefix);
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(p as u16);
+    }
+    (prefixes, groups)
+}
+
+/// The byte classes: 0 for bytes in no prefix, then one per byte that is in
+/// one, in byte order. Also the number of classes and a representative byte
+/// of each.
+fn byte_classes(prefixes: &[&[u8]]) -> ([u8; 256], usize, Vec<u8>) {
+    let mut used = [false; 256];
+    for p in prefixes {
+        for &b in p.iter() {
+            used[b as usize] = true;
+        }
+    }
+    let mut classes = [0u8; 256];
+    // Class 0's representative is a byte no prefix holds (there is one: at
+    // most 255 bytes can be used before the classes no longer fit a u8).
+    let other = (0..=255u8).find(|&b| !used[b as usize]).unwrap_or(0);
+    let mut reps = vec![other];
+    for b in 0..=255u8 {
+        if used[b as usize] {
+            classes[b as usize] = reps.len() as u8;
+            reps.push(b);
+        }
+    }
+    for b in b'A'..=b'Z' {
+        classes[b as usize] = classes[b.to_ascii_lowercase() as usize];
+    }
+    (classes, reps.len(), reps)
+}
+
+/// The states reachable from `start`, breadth first, non-match states first.
+fn states<S: Copy + Eq + std::hash::Hash>(
+    start: S,
+    reps: &[u8],
+    next: impl Fn(S, u8) -> S,
+    is_match: impl Fn(S) -> bool,
+) -> Vec<S> {
+    let mut seen = std::collections::HashSet::from([start]);
+    let mut order = vec![start];
+    let mut i = 0;
+    while i < order.len() {
+        for &b in reps {
+            let n = next(order[i], b);
+            if seen.insert(n) {
+                order.push(n);
+            }
+        }
+        i += 1;
+    }
+    order.sort_by_key(|&s| is_match(s));
+    order
+}
+
+impl Automaton {
+    /// How many literals the automaton holds.
+    pub fn len(&self) -> usize {
+        self.literal_ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.literal_ends.is_empty()
+    }
+
+    /// Literal `p`.
+    pub fn literal(&self, p: usize) -> &[u8] {
+        let start = if p == 0 { 0 } else { self.literal_ends[p - 1] as usize };
+        &self.literal_bytes[start..self.literal_ends[p] as usize]
+    }
+
+    /// Calls `hit(literal, start, end)` for every occurrence of every literal
+    /// in `hay`, in any ASCII case, overlapping ones included, in order of the
+    /// end of their prefix.
+    pub fn scan(&self, hay: &[u8], mut hit: impl FnMut(usize, usize, usize)) {
+        let (classes, trans) = (&*self.classes, &*self.trans);
+        let first_match = self.first_match as usize;
+        let mut state = self.start as usize;
+        for (i, &b) in hay.iter().enumerate() {
+            state = trans[state + classes[b as usize] as usize] as usize;
+            if state >= first_match {
+                self.verify_at((state - first_match) / self.stride, hay, i + 1, &mut hit);
+            }
+        }
+    }
+
+    /// Compares the rest of each literal whose prefix ends at `end` (the
+    /// automaton has matched the prefix itself).
+    #[inline(never)]
+    fn verify_at(&self, k: usize, hay: &[u8], end: usize, hit: &mut impl FnMut(usize, usize, usize)) {
+        let from = if k == 0 { 0 } else { self.match_ends[k - 1] as usize };
+        for &p in &self.verify[from..self.match_ends[k] as usize] {
+            let lit = self.literal(p as usize);
+            let (prefix, rest) = lit.split_at(lit.len().min(PREFIX));
+            let after = &hay[end..];
+            if after.len() >= rest.len() && after[..rest.len()].eq_ignore_ascii_case(rest) {
+                hit(p as usize, end - prefix.len(), end + rest.len());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aho_corasick::{AhoCorasick, MatchKind};
+    use proptest::prelude::*;
+
+    /// Every (literal, start, end) the automaton reports, sorted.
+    fn ours(a: &Automaton, hay: &[u8]) -> Vec<(usize, usize, usize)> {
+        let mut out = Vec::new();
+        a.scan(hay, |p, s, e| out.push((p, s, e)));
+        out.sort();
+        out
+    }
+
+    /// The same from aho-corasick's own overlapping search: the reference.
+    fn reference(literals: &[&[u8]], hay: &[u8]) -> Vec<(usize, usize, usize)> {
+        overlapping(&insensitive(literals), hay)
+    }
+
+    fn insensitive<P: AsRef<[u8]>>(literals: &[P]) -> AhoCorasick {
+        AhoCorasick::builder().match_kind(MatchKind::Standard).ascii_case_insensitive(true).build(literals).unwrap()
+    }
+
+    fn overlapping(ac: &AhoCorasick, hay: &[u8]) -> Vec<(usize, usize, usize)> {
+        let mut out: Vec<_> =
+            ac.find_overlapping_iter(hay).map(|m| (m.pattern().as_usize(), m.start(), m.end())).collect();
+        out.sort();
+        out
+    }
+
+    fn shipped_literals() -> Vec<Vec<u8>> {
+        crate::markers::tables()
+            .markers
+            .iter()
+            .filter(|m| crate::markers::is_text(m.kind))
+            .map(|m| anchor(&m.marker).1.as_bytes().to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn finds_what_aho_corasick_finds_in_real_texts() {
+        let owned = shipped_literals();
+        let literals: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+        let a = build(&literals).unwrap();
+        let ac = insensitive(&literals);
+        let corpus = [
+            include_str!("../tests/corpus/dev.jsonl"),
+            include_str!("../tests/corpus/working.jsonl"),
+            include_str!("../tests/corpus/held-back.jsonl"),
+        ];
+        let mut hits = 0;
+        for line in corpus.iter().flat_map(|c| c.lines()) {
+            let expected = overlapping(&ac, line.as_bytes());
+            hits += expected.len();
+            assert_eq!(ours(&a, line.as_bytes()), expected, "{line}");
+        }
+        assert!(hits > 1000, "the corpus holds many literals ({hits})");
+    }
+
+    #[test]
+    fn refuses_what_does_not_fit() {
+        assert!(build(&[b"ok", b""]).unwrap_err().contains("literal 1 is empty"));
+        let many: Vec<Vec<u8>> = (0..70_000u32).map(|i| format!("{i:x}").into_bytes()).collect();
+        let many: Vec<&[u8]> = many.iter().map(Vec::as_slice).collect();
+        assert!(build(&many).unwrap_err().contains("at most 65535 fit"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Random texts stitched from pieces of the literals (so that prefixes
+        /// meet without their literals, and literals overlap) and noise.
+        #[test]
+        fn finds_what_aho_corasick_finds_in_stitched_texts(
+            picks in proptest::collection::vec((any::<proptest::sample::Index>(), 0usize..24, 0usize..24, "[a-zA-Z :0-9]{0,3}"), 1..40),
+            upper in proptest::collection::vec(any::<bool>(), 64),
+        ) {
+            static SHIPPED: std::sync::LazyLock<(Vec<Vec<u8>>, Automaton, AhoCorasick)> = std::sync::LazyLock::new(|| {
+                let owned = shipped_literals();
+                let a = build(&owned.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap();
+                let ac = insensitive(&owned);
+                (owned, a, ac)
+            });
+            let literals: Vec<&[u8]> = SHIPPED.0.iter().map(Vec::as_slice).collect();
+            let mut hay = Vec::new();
+            for (i, from, len, noise) in picks {
+                let lit = literals[i.index(literals.len())];
+                let from = from.min(lit.len());
+                let piece = &lit[from..(from + len).min(lit.len())];
+                // Some pieces in capitals: the walk is case-insensitive.
+                let at = hay.len();
+                hay.extend(piece.iter().enumerate().map(|(j, b)| if upper[(at + j) % 64] { b.to_ascii_uppercase() } else { *b }));
+                hay.extend_from_slice(noise.as_bytes());
+            }
+            prop_assert_eq!(ours(&SHIPPED.1, &hay), overlapping(&SHIPPED.2, &hay));
+        }
+
+        /// Arbitrary small literal sets, including prefixes of each other and
+        /// literals shorter than the prefix.
+        #[test]
+        fn any_literal_set_agrees(
+            lits in proptest::collection::vec("[ab:#]{1,7}", 1..12),
+            hay in "[abAB:# ]{0,200}",
+        ) {
+            let mut lits = lits;
+            lits.sort();
+            lits.dedup();
+            let literals: Vec<&[u8]> = lits.iter().map(|l| l.as_bytes()).collect();
+            let a = build(&literals).unwrap();
+            prop_assert_eq!(ours(&a, hay.as_bytes()), reference(&literals, hay.as_bytes()));
+        }
+    }
+}
