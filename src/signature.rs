@@ -219,6 +219,10 @@ fn clean(raw: &str) -> String {
     let text: String = no_ansi.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let mut line = text.trim();
     for _ in 0..2 {
+        // A log prefix opens with a digit or a bracket; most lines have none.
+        if !line.trim_start_matches(['[', '(']).trim_start().starts_with(|c: char| c.is_ascii_digit() || c == '[') {
+            break;
+        }
         match LOG_PREFIX.find(line) {
             Some(m) if m.end() > 0 => line = line[m.end()..].trim_start(),
             _ => break,
@@ -259,7 +263,7 @@ fn is_noise(line: &str) -> bool {
     if matches!(words.next(), Some("FAIL" | "PASS")) && words.count() <= 2 {
         return true;
     }
-    PROGRESS_PCT.is_match(line)
+    line.ends_with("%]") && PROGRESS_PCT.is_match(line)
 }
 
 fn is_error_line(line: &str) -> bool {

@@ -230,9 +230,11 @@ fn classify_sizes(c: &mut Criterion) {
         });
         if name == "64KiB" {
             // The same call with fuel metering off, to split the component's cost.
-            let mut unmetered =
-                Backstop::from_bytes(COMPONENT, backstop_host::Limits { fuel: None, ..Default::default() })
-                    .expect("component compiles");
+            let mut unmetered = Backstop::from_bytes(
+                COMPONENT,
+                backstop_host::Limits { fuel: Some(10_000_000_000), ..Default::default() },
+            )
+            .expect("component compiles");
             expect_transient(&unmetered.classify(&ev).expect("component classifies"));
             g.bench_with_input(BenchmarkId::new("component-unmetered", name), &ev, |b, ev| {
                 b.iter(|| unmetered.classify(black_box(ev)).expect("component classifies"))

@@ -6,17 +6,22 @@
 //! reuses one instance across calls; a call that traps (for example on a limit)
 //! discards that instance and the next call starts a fresh one.
 //!
-//! Every call runs under two limits, set per [`Limits`]: a cap on the
-//! instance's linear memory (a store limiter) and a fuel budget (a
-//! deterministic instruction count). A call that exceeds either fails with a
-//! [`HostError`] that names the limit.
+//! Every call runs under limits, set per [`Limits`]: a cap on the instance's
+//! linear memory (a store limiter), a wall-clock deadline (wasmtime's epoch
+//! interruption: one process-wide thread advances the epoch of every live
+//! engine every millisecond, and a call traps when its deadline's epoch
+//! comes), and, when asked for, an exact instruction budget (fuel, which
+//! costs more: every instruction is counted). A call that exceeds a limit
+//! fails with a [`HostError`] that names it.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use backstop::model as m;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Engine, ResourceLimiter, Store, Trap};
+use wasmtime::{Engine, EngineWeak, ResourceLimiter, Store, Trap};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -40,17 +45,55 @@ pub const COMPONENT: &[u8] = include_bytes!(env!("BACKSTOP_COMPONENT"));
 pub struct Limits {
     /// The most linear memory the instance may grow to, in bytes. Default 256 MiB.
     pub memory_bytes: usize,
-    /// The fuel (roughly, wasm instructions) one call may burn. Default
-    /// Some(10^10). `None` compiles the component without fuel metering:
-    /// calls run faster (see BENCHMARKS.md), and only the component's own
-    /// bounds limit their CPU. Metering is fixed when the component is
-    /// compiled: `set_limits` cannot switch it.
+    /// The wall-clock time one call may take, to the next millisecond.
+    /// Default 10 s: a bound on a runaway call, not a budget (a 64 KiB classify
+    /// takes well under a millisecond; the largest history allowed, 100,000
+    /// events, about 0.3 s).
+    /// `None`: no deadline.
+    pub deadline: Option<Duration>,
+    /// An exact budget of fuel (roughly, wasm instructions) per call, for a
+    /// host that needs a deterministic bound. Default `None`: the deadline
+    /// bounds a call. `Some` compiles the component with fuel metering, which
+    /// makes every call slower (see BENCHMARKS.md); metering is fixed when the
+    /// component is compiled: `set_limits` cannot switch it.
     pub fuel: Option<u64>,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { memory_bytes: 256 << 20, fuel: Some(10_000_000_000) }
+        Limits { memory_bytes: 256 << 20, deadline: Some(Duration::from_secs(10)), fuel: None }
+    }
+}
+
+/// How often the epoch of every live engine advances.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// Registers `engine` with the process-wide ticker (started on first use),
+/// which advances its epoch every [`EPOCH_TICK`] until the engine is dropped.
+fn tick(engine: &Engine) {
+    static ENGINES: Mutex<Vec<EngineWeak>> = Mutex::new(Vec::new());
+    static TICKER: OnceLock<()> = OnceLock::new();
+    ENGINES.lock().unwrap_or_else(|e| e.into_inner()).push(engine.weak());
+    TICKER.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("backstop-epoch".into())
+            .spawn(|| loop {
+                std::thread::sleep(EPOCH_TICK);
+                let mut engines = ENGINES.lock().unwrap_or_else(|e| e.into_inner());
+                engines.retain(|w| w.upgrade().map(|e| e.increment_epoch()).is_some());
+            })
+            .expect("the epoch thread starts");
+    });
+}
+
+/// The epoch ticks a call under `deadline` may run: the deadline rounded up
+/// to whole ticks, and one more for the tick in progress. No deadline is
+/// ten thousand years of ticks.
+fn deadline_ticks(deadline: Option<Duration>) -> u64 {
+    let tick = EPOCH_TICK.as_nanos();
+    match deadline {
+        Some(d) => (d.as_nanos().div_ceil(tick) + 1).min(u64::MAX as u128 / 2) as u64,
+        None => 1 << 48,
     }
 }
 
@@ -61,6 +104,8 @@ pub enum HostError {
     MemoryLimit { limit: usize, requested: usize },
     /// The call burned all of `Limits::fuel`.
     FuelLimit { limit: u64 },
+    /// The call ran past `Limits::deadline`.
+    Deadline { limit: Duration },
     /// `set_limits` asked to switch fuel metering on or off.
     MeteringFixed,
     /// The component trapped for another reason.
@@ -77,6 +122,9 @@ impl std::fmt::Display for HostError {
                 "memory limit hit: the component asked for {requested} bytes of linear memory, the limit is {limit} bytes"
             ),
             HostError::FuelLimit { limit } => write!(f, "fuel limit hit: the call burned all {limit} units of fuel"),
+            HostError::Deadline { limit } => {
+                write!(f, "deadline hit: the call ran longer than its limit of {} ms", limit.as_millis())
+            }
             HostError::Trap(m) => write!(f, "the component trapped: {m}"),
             HostError::Load(m) => write!(f, "loading the component failed: {m}"),
             HostError::MeteringFixed => {
@@ -117,11 +165,16 @@ pub struct Backstop {
     live: Option<(Store<HostState>, bindings::Backstop)>,
 }
 
-/// The engine configuration of a Backstop host: fuel metering on or off.
+/// The engine configuration of a Backstop host: epoch interruption (the
+/// deadline) always, fuel metering on or off. The engine's epoch advances
+/// while it lives.
 pub fn engine(metered: bool) -> Result<Engine, HostError> {
     let mut config = wasmtime::Config::new();
     config.consume_fuel(metered);
-    Engine::new(&config).map_err(|e| HostError::Load(format!("{e:#}")))
+    config.epoch_interruption(true);
+    let engine = Engine::new(&config).map_err(|e| HostError::Load(format!("{e:#}")))?;
+    tick(&engine);
+    Ok(engine)
 }
 
 /// Where `Backstop::cached` keeps precompiled artifacts by default:
@@ -283,6 +336,7 @@ impl Backstop {
         let state = HostState { memory_limit: self.limits.memory_bytes, memory_refused: None };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| s as &mut dyn ResourceLimiter);
+        store.set_epoch_deadline(deadline_ticks(self.limits.deadline));
         if let Some(fuel) = self.limits.fuel {
             store.set_fuel(fuel).map_err(|e| HostError::Load(format!("{e:#}")))?;
         }
@@ -303,6 +357,7 @@ impl Backstop {
         if let Some(fuel) = limits.fuel {
             store.set_fuel(fuel).map_err(|e| HostError::Trap(format!("{e:#}")))?;
         }
+        store.set_epoch_deadline(deadline_ticks(limits.deadline));
         store.data_mut().memory_refused = None;
         match f(store, instance) {
             Ok(v) => Ok(v),
@@ -311,6 +366,9 @@ impl Backstop {
                 self.live = None;
                 if e.downcast_ref::<Trap>() == Some(&Trap::OutOfFuel) {
                     return Err(HostError::FuelLimit { limit: limits.fuel.unwrap_or(0) });
+                }
+                if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+                    return Err(HostError::Deadline { limit: limits.deadline.unwrap_or_default() });
                 }
                 if let Some(requested) = refused {
                     return Err(HostError::MemoryLimit { limit: limits.memory_bytes, requested });

@@ -28,11 +28,15 @@ struct Cli {
     /// Most linear memory the component may use, in MiB.
     #[arg(long, global = true, default_value_t = 256)]
     memory_mib: usize,
-    /// Fuel (about one unit per wasm instruction) one call may burn.
-    #[arg(long, global = true, default_value_t = 10_000_000_000)]
-    fuel: u64,
-    /// Run without fuel metering (faster; the component's own bounds still hold).
-    #[arg(long, global = true)]
+    /// Wall-clock time one call may take, in milliseconds (0: no deadline).
+    #[arg(long, global = true, default_value_t = 10_000)]
+    deadline_ms: u64,
+    /// An exact budget of fuel (about one unit per wasm instruction) per call;
+    /// compiles the component with fuel metering, which makes calls slower.
+    #[arg(long, global = true, value_name = "UNITS")]
+    fuel: Option<u64>,
+    /// Accepted for older scripts: fuel metering is off unless --fuel is given.
+    #[arg(long, global = true, hide = true, conflicts_with = "fuel")]
     no_fuel: bool,
     /// Do not read or write the precompiled-component cache.
     #[arg(long, global = true)]
@@ -108,7 +112,9 @@ struct Fail(u8, String);
 impl From<HostError> for Fail {
     fn from(e: HostError) -> Fail {
         match e {
-            HostError::MemoryLimit { .. } | HostError::FuelLimit { .. } => Fail(3, e.to_string()),
+            HostError::MemoryLimit { .. } | HostError::FuelLimit { .. } | HostError::Deadline { .. } => {
+                Fail(3, e.to_string())
+            }
             _ => Fail(1, e.to_string()),
         }
     }
@@ -159,8 +165,8 @@ fn load(cli: &Cli) -> Result<Backstop, Fail> {
 }
 
 fn load_bytes(cli: &Cli, bytes: &[u8]) -> Result<Backstop, Fail> {
-    let fuel = if cli.no_fuel { None } else { Some(cli.fuel) };
-    let limits = Limits { memory_bytes: cli.memory_mib.saturating_mul(1 << 20), fuel };
+    let deadline = (cli.deadline_ms > 0).then(|| std::time::Duration::from_millis(cli.deadline_ms));
+    let limits = Limits { memory_bytes: cli.memory_mib.saturating_mul(1 << 20), deadline, fuel: cli.fuel };
     if !cli.no_cache {
         if let Some(dir) = default_cache_dir() {
             return Ok(Backstop::cached_bytes(bytes, &dir, limits)?.0);

@@ -15,7 +15,7 @@
 //! `bad_request` (the line is not JSON, not an object, names no known
 //! function, or its input does not fit the shape: the CLI's exit 2),
 //! `invalid_config` / `invalid_input` (the policy refuses; `field` and `rule`
-//! say why, as the CLI's exit 2), `limit` (a memory or fuel limit was hit: the
+//! say why, as the CLI's exit 2), `limit` (a memory, fuel or deadline limit was hit: the
 //! CLI's exit 3) or `host` (the component failed otherwise: exit 1). After an
 //! error the server goes on with the next line; blank lines are skipped; it
 //! exits at the end of its input.
@@ -51,7 +51,7 @@ impl ServeError {
 impl From<HostError> for ServeError {
     fn from(e: HostError) -> ServeError {
         let kind = match e {
-            HostError::MemoryLimit { .. } | HostError::FuelLimit { .. } => "limit",
+            HostError::MemoryLimit { .. } | HostError::FuelLimit { .. } | HostError::Deadline { .. } => "limit",
             _ => "host",
         };
         ServeError { kind, message: e.to_string(), field: None, rule: None }

@@ -93,16 +93,37 @@ fn fuel_limit_names_the_limit_and_the_next_call_recovers() {
     let err = b.classify(&big).unwrap_err();
     assert!(matches!(err, HostError::FuelLimit { limit: 10_000 }), "{err:?}");
     assert!(err.to_string().contains("fuel limit"), "{err}");
-    b.set_limits(Limits::default()).unwrap();
+    b.set_limits(Limits { fuel: Some(10_000_000_000), ..Limits::default() }).unwrap();
     assert_eq!(b.classify(&big).unwrap().class, m::FailureClass::TransientTransport);
-    assert_eq!(b.set_limits(Limits { fuel: None, ..Limits::default() }), Err(HostError::MeteringFixed));
+    assert_eq!(b.set_limits(Limits::default()), Err(HostError::MeteringFixed));
+}
+
+#[test]
+fn deadline_names_the_limit_and_the_next_call_recovers() {
+    let short = Limits { deadline: Some(std::time::Duration::from_millis(1)), ..Limits::default() };
+    let mut b = Backstop::from_bytes(backstop_host::COMPONENT, short).unwrap();
+    // 16 MiB read whole: tens of milliseconds of scanning, far past 1 ms.
+    let config = m::Config {
+        evidence: m::EvidenceConfig { scan_bytes: 16 << 20, ..Default::default() },
+        ..backstop::default_config()
+    };
+    let huge = m::Evidence::from_text("z".repeat((16 << 20) - 20) + " API Error: 529");
+    let err = b.classify_with(&huge, &config).unwrap_err();
+    assert!(matches!(err, HostError::Deadline { limit } if limit.as_millis() == 1), "{err:?}");
+    assert!(err.to_string().contains("deadline hit") && err.to_string().contains("1 ms"), "{err}");
+    // A short call fits the same deadline; the default one fits the long call.
+    let small = m::Evidence::from_text("API Error: 529");
+    assert_eq!(b.classify(&small).unwrap().class, m::FailureClass::TransientTransport);
+    b.set_limits(Limits::default()).unwrap();
+    assert_eq!(b.classify_with(&huge, &config).unwrap().unwrap().class, m::FailureClass::TransientTransport);
 }
 
 #[test]
 fn unmetered_component_answers_as_the_metered_one() {
-    let mut metered = Backstop::new().unwrap();
-    let mut unmetered =
-        Backstop::from_bytes(backstop_host::COMPONENT, Limits { fuel: None, ..Limits::default() }).unwrap();
+    let mut metered =
+        Backstop::from_bytes(backstop_host::COMPONENT, Limits { fuel: Some(10_000_000_000), ..Limits::default() })
+            .unwrap();
+    let mut unmetered = Backstop::new().unwrap();
     let e = m::Evidence::from_text("x".repeat(64 * 1024) + " API Error: 529");
     assert_eq!(metered.classify(&e).unwrap(), unmetered.classify(&e).unwrap());
 }

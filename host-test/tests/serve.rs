@@ -150,14 +150,30 @@ fn bad_lines_get_error_responses_and_the_server_goes_on() {
 
 #[test]
 fn a_limit_hit_is_an_error_response_and_the_next_request_is_answered() {
-    // Enough fuel for a short call, far too little for a megabyte of evidence.
-    let mut server = Server::start(&["--fuel", "20000000"]);
-    let big = "x".repeat(1 << 20) + " API Error: 529";
+    // Enough fuel for a short call, far too little for the last 64 KiB of a
+    // megabyte in which every word starts like a marker.
+    let mut server = Server::start(&["--fuel", "2000000"]);
+    let big = "connection ".repeat(1 << 17) + " API Error: 529";
     let r = server.ask(&json!({"id": 1, "function": "classify", "input": big}));
     assert_eq!(r["error"]["kind"], "limit", "{r}");
     assert!(r["error"]["message"].as_str().unwrap().contains("fuel limit hit"), "{r}");
-    let r = server.ask(&json!({"id": 2, "function": "signature", "input": "error at 0x1f"}));
-    assert!(r["ok"].is_string(), "{r}");
+    let r = server.ask(&json!({"id": 2, "function": "classify", "input": "API Error: 529 Overloaded"}));
+    assert_eq!(r["ok"]["class"], "transient_transport", "{r}");
+    server.finish();
+}
+
+#[test]
+fn a_deadline_hit_is_an_error_response_and_the_next_request_is_answered() {
+    let mut server = Server::start(&["--deadline-ms", "1"]);
+    // 16 MiB read whole: far more than a millisecond of scanning.
+    let config = json!({"evidence": {"scan_bytes": 16 << 20}});
+    let huge = "z".repeat(16 << 20) + " API Error: 529";
+    let r = server
+        .ask(&json!({"id": 1, "function": "classify-with", "input": {"evidence": {"text": huge}, "config": config}}));
+    assert_eq!(r["error"]["kind"], "limit", "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("deadline hit"), "{r}");
+    let r = server.ask(&json!({"id": 2, "function": "classify", "input": "API Error: 529 Overloaded"}));
+    assert_eq!(r["ok"]["class"], "transient_transport", "{r}");
     server.finish();
 }
 
