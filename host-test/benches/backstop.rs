@@ -2,7 +2,7 @@
 //!
 //! - `classify/{native,component,naive}/{200B,2KiB,64KiB,1MiB}`: the core
 //!   called in-process, the component through the wasmtime host
-//!   (`backstop_host::Backstop`, fuel and memory limits on, as shipped), and a
+//!   (`backstop_host::Backstop`, deadline and memory limits on, as shipped), and a
 //!   naive baseline that lowercases the text and searches for each marker
 //!   separately (the seed's approach) over the same bytes the classifier reads
 //!   (the last `scan_bytes` = 64 KiB). `classify/{native,naive}-full/1MiB`
@@ -16,8 +16,9 @@
 //! - `next-action/{native,component}/{transport-retry,breaker-story,resume}`:
 //!   states taken from the shared vectors.
 //! - `start/*`: compiling the component, loading a precompiled artifact,
-//!   instantiating from the `InstancePre`, and a first call (2 KiB classify)
-//!   on a fresh instance, to compare with the steady `classify/component/2KiB`.
+//!   instantiating from the `InstancePre`, a first call (2 KiB classify) on a
+//!   fresh instance, to compare with the steady `classify/component/2KiB`, and
+//!   the teardown of an instance.
 //!
 //! `scripts/bench` runs this with Python and JavaScript timings and prints the
 //! ratios; run alone with `cargo bench -p backstop-host --bench backstop`.
@@ -229,15 +230,15 @@ fn classify_sizes(c: &mut Criterion) {
             b.iter(|| host.classify(black_box(ev)).expect("component classifies"))
         });
         if name == "64KiB" {
-            // The same call with fuel metering off, to split the component's cost.
-            let mut unmetered = Backstop::from_bytes(
+            // The same call with fuel metering on (an exact budget, on request), to show its cost.
+            let mut metered = Backstop::from_bytes(
                 COMPONENT,
                 backstop_host::Limits { fuel: Some(10_000_000_000), ..Default::default() },
             )
             .expect("component compiles");
-            expect_transient(&unmetered.classify(&ev).expect("component classifies"));
-            g.bench_with_input(BenchmarkId::new("component-unmetered", name), &ev, |b, ev| {
-                b.iter(|| unmetered.classify(black_box(ev)).expect("component classifies"))
+            expect_transient(&metered.classify(&ev).expect("component classifies"));
+            g.bench_with_input(BenchmarkId::new("component-metered", name), &ev, |b, ev| {
+                b.iter(|| metered.classify(black_box(ev)).expect("component classifies"))
             });
         }
         g.bench_with_input(BenchmarkId::new("naive", name), &ev, |b, ev| {
@@ -323,20 +324,39 @@ fn host_start(c: &mut Criterion) {
             bs
         })
     });
-    // What the first classify call pays for inside the guest, measured natively:
-    // parsing the marker lines and building the automaton (`markers::tables()`).
-    g.bench_function("native-markers-parse", |b| b.iter(|| markers::parse(black_box(MARKERS_JSONL)).expect("parse")));
+    // What a first call would pay for without the build-time tables, measured
+    // natively: parsing the marker lines and building the tables at run time.
     g.bench_function("native-tables-build", |b| {
         b.iter(|| Tables::build(markers::parse(black_box(MARKERS_JSONL)).expect("parse"), MARKERS_JSONL))
     });
     let mut host = Backstop::new().expect("component compiles");
     g.bench_function("instantiate-pre", |b| b.iter(|| host.fresh_instance().expect("instantiates")));
     // `set_limits` drops the live instance: the next call instantiates a fresh
-    // one from the InstancePre and makes the first call on it.
+    // one from the InstancePre and makes the first call on it. Timed: the
+    // instantiation and the first call; the teardown of the instance before
+    // is timed on its own.
     g.bench_function("fresh-instance-first-call", |b| {
-        b.iter(|| {
-            host.set_limits(limits).expect("same metering");
-            host.classify(black_box(&ev)).expect("classifies")
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                host.set_limits(limits).expect("same metering");
+                let t = std::time::Instant::now();
+                black_box(host.classify(black_box(&ev)).expect("classifies"));
+                spent += t.elapsed();
+            }
+            spent
+        })
+    });
+    g.bench_function("teardown", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                host.classify(&ev).expect("classifies");
+                let t = std::time::Instant::now();
+                host.set_limits(limits).expect("same metering");
+                spent += t.elapsed();
+            }
+            spent
         })
     });
     g.finish();
