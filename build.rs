@@ -16,6 +16,8 @@
 #[path = "src/automaton.rs"]
 #[allow(dead_code)]
 mod automaton;
+#[path = "src/words.rs"]
+mod words;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -28,6 +30,7 @@ fn main() {
     let path = root.join("markers").join("markers.jsonl");
     println!("cargo:rerun-if-changed={}", path.display());
     println!("cargo:rerun-if-changed=src/automaton.rs");
+    println!("cargo:rerun-if-changed=src/words.rs");
     let full = std::fs::read_to_string(&path).expect("markers/markers.jsonl is readable");
     let entries: Vec<Map<String, Value>> = full
         .lines()
@@ -43,6 +46,7 @@ fn main() {
     write_automaton(&mut out, &entries);
     let dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     std::fs::write(dir.join("shipped.rs"), out).unwrap();
+    std::fs::write(dir.join("weights.rs"), weights(&root)).unwrap();
     let digest: String = Sha256::digest(full.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
     std::fs::write(dir.join("markers.sha256"), digest).unwrap();
 }
@@ -53,6 +57,66 @@ fn text(e: &Map<String, Value>, key: &str) -> Option<String> {
 
 fn flag(e: &Map<String, Value>, key: &str) -> bool {
     e.get(key).and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// The classes in the order of the weights' columns (`weigh.rs` reads them so).
+const CLASSES: [&str; 5] = ["transient_transport", "environmental", "work", "usage_limit", "indeterminate"];
+/// The labelled texts the weights are learned from: the dev corpus and the
+/// working half. Never the held-back half: it is what the weights are measured on.
+const TRAINING: [&str; 2] = ["dev.jsonl", "working.jsonl"];
+
+/// Multinomial naive Bayes over the words of each labelled text (its set of
+/// words, `words.rs`): the words in at least two texts, and for each its
+/// log-probability in each class with add-one smoothing; the log prior of
+/// each class.
+fn weights(root: &std::path::Path) -> String {
+    let mut rows: Vec<(usize, Vec<String>)> = Vec::new();
+    for name in TRAINING {
+        let path = root.join("tests").join("corpus").join(name);
+        println!("cargo:rerun-if-changed={}", path.display());
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let row: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{name} line {}: {e}", n + 1));
+            let label = row["expected"].as_str().unwrap_or_default();
+            let class = CLASSES
+                .iter()
+                .position(|c| *c == label)
+                .unwrap_or_else(|| panic!("{name} line {}: class {label:?}", n + 1));
+            rows.push((class, words::words(row["evidence"].as_str().unwrap_or_default())));
+        }
+    }
+    let mut df: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (_, ws) in &rows {
+        for w in ws {
+            *df.entry(w).or_default() += 1;
+        }
+    }
+    let vocab: Vec<&str> = df.iter().filter(|(_, &n)| n >= 2).map(|(w, _)| *w).collect();
+    let index: std::collections::HashMap<&str, usize> = vocab.iter().enumerate().map(|(i, w)| (*w, i)).collect();
+    let mut counts = vec![[0usize; 5]; vocab.len()];
+    let (mut totals, mut per_class) = ([0usize; 5], [0usize; 5]);
+    for (class, ws) in &rows {
+        per_class[*class] += 1;
+        for i in ws.iter().filter_map(|w| index.get(w.as_str())) {
+            counts[*i][*class] += 1;
+            totals[*class] += 1;
+        }
+    }
+    let log = |x: f64| x.ln() as f32;
+    let mut out = String::new();
+    let prior: Vec<f32> =
+        per_class.iter().map(|&n| if n == 0 { f32::MIN } else { log(n as f64 / rows.len() as f64) }).collect();
+    writeln!(out, "pub(super) const WEIGH_TEXTS: usize = {};", rows.len()).unwrap();
+    writeln!(out, "pub(super) static WEIGH_PRIOR: [f32; 5] = {prior:?};").unwrap();
+    writeln!(out, "pub(super) static WEIGH_WORDS: [&str; {}] = {vocab:?};", vocab.len()).unwrap();
+    writeln!(out, "pub(super) static WEIGH_LOG: [[f32; 5]; {}] = [", vocab.len()).unwrap();
+    for c in &counts {
+        let row: Vec<f32> =
+            (0..5).map(|k| log((c[k] as f64 + 1.0) / (totals[k] as f64 + vocab.len() as f64))).collect();
+        writeln!(out, "    {row:?},").unwrap();
+    }
+    writeln!(out, "];").unwrap();
+    out
 }
 
 /// `transient_transport` -> `TransientTransport`.

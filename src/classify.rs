@@ -27,12 +27,17 @@
 //! 8. The server's word: `x-should-retry: true` makes an `indeterminate` or
 //!    `usage-limit` failure `transient-transport` (never `work` or
 //!    `environmental`); `x-should-retry: false` makes any failure not retryable.
+//! 9. When nothing above decided, and the evidence shows no death by signal
+//!    (an exit code of 128 or more, or a signal), the words of the texts are
+//!    weighed (`weigh.rs`): a clear lead toward `work` or `environmental`
+//!    gives that class; weighing never gives a retry.
 
 use crate::hints;
 use crate::markers::{operator_tables, tables, Marker, MarkerMatch, Tables};
 use crate::model::*;
 use crate::reset;
 use crate::text::{head, tail};
+use crate::weigh;
 
 /// At most this many steps are read; the rest are ignored.
 pub const MAX_STEPS: usize = 1024;
@@ -180,7 +185,10 @@ pub fn classify_in(t: &Tables, ops: Option<&Tables>, evidence: &Evidence, opts: 
     candidates.extend(hint_candidates(&read.hints));
     let exit = |t: &Tables| exit_or_signal(t, &g.exit_codes, &g.signals, opts);
     let best = choose(candidates).or_else(|| ops.and_then(exit)).or_else(|| exit(t));
-    let best = server_word(best, &read.hints);
+    // A death by signal is its own ambiguity (`retry_bare_signals` decides
+    // it): the words around it describe the death, not its cause.
+    let died = g.exit_codes.iter().any(|&c| c >= 128) || !g.signals.is_empty();
+    let best = server_word(best, &read.hints).or_else(|| if died { None } else { weighed(&g.parts) });
     finish(g, best, read, opts)
 }
 
@@ -329,6 +337,14 @@ fn server_word(best: Option<Candidate>, hints: &[ServerHint]) -> Option<Candidat
     Some(Candidate::fact(FailureClass::TransientTransport, signal, SignalSource::Header, Tier::Structured))
 }
 
+/// What the words of the parts weigh toward, as a candidate (`weigh.rs`).
+fn weighed(parts: &[Part]) -> Option<Candidate> {
+    let texts: Vec<&str> = parts.iter().map(|p| p.text).collect();
+    let w = weigh::weigh(&texts)?;
+    let signal = format!("words: {}", w.words.join(", "));
+    Some(Candidate::fact(w.class, signal, SignalSource::Weighing, Tier::Exit))
+}
+
 /// The classification of the chosen candidate, with the reset and the hints.
 fn finish(g: Gathered, best: Option<Candidate>, read: hints::Read, opts: &Options) -> Classification {
     let echo = echo(&g.parts, opts.echo_bytes, best.as_ref().and_then(|c| c.line.as_deref()));
@@ -341,7 +357,10 @@ fn finish(g: Gathered, best: Option<Candidate>, read: hints::Read, opts: &Option
     };
     let header_reset = read.hints.iter().find(|h| h.kind == HintKind::UsageLimitReset).and_then(|h| h.at);
     let refused = read.hints.iter().find(|h| h.kind == HintKind::ShouldNotRetry);
-    let mut reasoning = reasoning(class, best.as_ref().map(|c| c.signal.as_str()), reset.hint.as_deref());
+    let mut reasoning = match best.as_ref().filter(|c| c.source == SignalSource::Weighing) {
+        Some(c) => weighed_reasoning(class, &c.signal),
+        None => reasoning(class, best.as_ref().map(|c| c.signal.as_str()), reset.hint.as_deref()),
+    };
     if best.is_none() {
         reasoning.push_str(&death_note(&g.exit_codes, &g.signals));
     }
@@ -363,6 +382,15 @@ fn finish(g: Gathered, best: Option<Candidate>, read: hints::Read, opts: &Option
         hints: read.hints,
         ignored_hints: read.ignored,
     }
+}
+
+/// The reasoning of a class the words weighed toward.
+fn weighed_reasoning(class: FailureClass, signal: &str) -> String {
+    let words = signal.strip_prefix("words: ").unwrap_or(signal);
+    format!(
+        "classified `{}` — no marker, fact, exit code or server hint decided; the words of the text weigh toward it (most: {words}), by weights learned from labelled real failures. Weighing never makes a failure retryable.",
+        class.as_str()
+    )
 }
 
 /// Why a death by signal alone is not called transient.

@@ -21,6 +21,8 @@ pub mod resume;
 pub mod signature;
 pub mod text;
 pub mod transport;
+pub mod weigh;
+pub mod words;
 
 #[cfg(target_arch = "wasm32")]
 mod component;

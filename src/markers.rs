@@ -296,7 +296,8 @@ impl Tables {
     /// Every text marker in `text`, in order of position. Overlapping matches
     /// are kept, but a match that lies inside a longer match is dropped: the
     /// longer marker is the more specific reading of the same words
-    /// (`disk quota exceeded` holds `quota exceeded`).
+    /// (`disk quota exceeded` holds `quota exceeded`). A weak marker, which
+    /// decides only when nothing else does, hides only weak markers.
     pub fn scan(&self, text: &str) -> Vec<Hit> {
         let bytes = text.as_bytes();
         let mut hits = Vec::new();
@@ -307,7 +308,11 @@ impl Tables {
                 hits.push(Hit { marker: idx, start, end });
             }
         });
-        outermost(hits)
+        let weak = |h: &Hit| self.markers[h.marker].weak;
+        let mut kept = outermost(hits.iter().copied().filter(|h| !weak(h)).collect());
+        kept.extend(outermost(hits).into_iter().filter(weak));
+        kept.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end), h.marker));
+        kept
     }
 
     /// The whole match of text marker `idx` (literal `p`) around its anchor
@@ -547,6 +552,22 @@ mod tests {
         assert!(parse(bad).unwrap_err().contains("only allowed in text"));
         let bad = "{\"class\":\"work\",\"marker\":\"a##b\",\"match\":\"word\",\"source\":\"s\"}";
         assert!(parse(bad).unwrap_err().contains("digit run"));
+    }
+
+    #[test]
+    fn a_weak_marker_hides_only_weak_markers() {
+        let line = |m: &str, weak: bool| {
+            format!(
+                "{{\"class\":\"work\",\"marker\":\"{m}\",\"match\":\"substring\",\"source\":\"s\",\"weak\":{weak}}}\n"
+            )
+        };
+        let text = line("bc", false) + &line("bcc", true) + &line("bccd", true);
+        let t = Tables::build(parse(&text).unwrap(), &text);
+        let found =
+            |s: &str| -> Vec<String> { t.scan(s).iter().map(|h| t.markers[h.marker].marker.to_string()).collect() };
+        // The strong `bc` stays inside the weak `bcc`; the weak `bcc` hides in the weak `bccd`.
+        assert_eq!(found(" bcc"), ["bcc", "bc"]);
+        assert_eq!(found(" bccd"), ["bccd", "bc"]);
     }
 
     #[test]

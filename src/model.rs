@@ -103,6 +103,8 @@ pub enum SignalSource {
     Header,
     /// A marker of the operator's `config.classify.markers`.
     OperatorMarker,
+    /// The words of the text, weighed when nothing else decided (`weigh.rs`).
+    Weighing,
     None,
 }
 

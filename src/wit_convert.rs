@@ -75,7 +75,7 @@ macro_rules! variant {
 }
 
 enumeration!(FailureClass { TransientTransport, Environmental, Work, UsageLimit, Indeterminate });
-enumeration!(SignalSource { Marker, ErrorCode, HttpStatus, ExitCode, Signal, Header, OperatorMarker, None });
+enumeration!(SignalSource { Marker, ErrorCode, HttpStatus, ExitCode, Signal, Header, OperatorMarker, Weighing, None });
 enumeration!(MarkerMatch { Substring, Word, Line, Code, Http, Exit });
 enumeration!(HintKind { ShouldRetry, ShouldNotRetry, RetryAfter, RateLimitReset, UsageLimitReset, UsageLimitRejected });
 enumeration!(SameFailure { Signature, CheckAndSignature });

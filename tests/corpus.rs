@@ -217,13 +217,13 @@ fn working_half_meets_the_bar() {
 
 /// The held-back half: no rule was written from it. Its figures are the
 /// honest estimate (docs/markers.md); the floors only keep it from getting
-/// worse unnoticed: they are below today's 70.1 % and at today's 7 false retries.
+/// worse unnoticed: they are below today's 78.0 % and at today's 7 false retries.
 #[test]
 fn held_back_half_is_measured() {
     let rows = load("held-back.jsonl");
     assert!(rows.len() >= 400, "{}", rows.len());
     let r = measure("held-back.jsonl (never read to write a rule)", &rows, false);
-    assert!(r.all_ok * 100 >= r.rows * 68, "agreement fell below 68 %{}", r.text);
+    assert!(r.all_ok * 100 >= r.rows * 76, "agreement fell below 76 %{}", r.text);
     assert!(r.false_retries.len() <= 7, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 

@@ -867,3 +867,75 @@ fn step_failed_with(config: Config, text: &str) -> State {
         }),
     }
 }
+
+// ---------------------------------------------------------------- weighing
+
+/// Words of every class's failures, mixed at random: a text of them is
+/// weighed whenever no marker in it decides.
+const SOUP: &[&str] = &[
+    "connection",
+    "timeout",
+    "reset",
+    "retry",
+    "network",
+    "later",
+    "upstream",
+    "unavailable",
+    "error",
+    "failed",
+    "test",
+    "expected",
+    "assert",
+    "found",
+    "missing",
+    "docker",
+    "daemon",
+    "not",
+    "installed",
+    "permission",
+    "key",
+    "quota",
+    "limit",
+    "model",
+    "type",
+    "src",
+    "line",
+    "cannot",
+    "build",
+    "fatal",
+    "include",
+    "because",
+    "null",
+    "worker",
+    "broker",
+    "lost",
+    "again",
+    "please",
+    "config",
+    "value",
+    "invalid",
+    "spec",
+    "mismatch",
+    "header",
+];
+
+#[test]
+fn weighing_only_ever_stops_a_failure() {
+    use proptest::test_runner::{Config as RunConfig, TestRunner};
+    let mut runner = TestRunner::new(RunConfig { cases: 512, failure_persistence: None, ..RunConfig::default() });
+    let weighed = std::cell::Cell::new(0usize);
+    let text = prop::collection::vec(select(SOUP), 1..24).prop_map(|w| w.join(" "));
+    runner
+        .run(&text, |text| {
+            let c = backstop::classify(&Evidence::from_text(text.clone()));
+            if c.source == SignalSource::Weighing {
+                weighed.set(weighed.get() + 1);
+                prop_assert!(matches!(c.class, FailureClass::Work | FailureClass::Environmental), "{text:?}: {c:?}");
+                prop_assert!(!c.retryable, "{text:?}");
+                prop_assert!(c.signal.as_deref().is_some_and(|s| s.starts_with("words: ")), "{c:?}");
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert!(weighed.get() >= 20, "only {} of 512 texts were weighed", weighed.get());
+}
