@@ -30,6 +30,7 @@ import re
 import threading
 import time
 import tomllib
+import weakref
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
@@ -203,6 +204,12 @@ class _Ticker:
 
     def __init__(self, engine: Engine):
         self._engine = engine
+        self._reset()
+        _tickers.add(self)
+
+    def _reset(self) -> None:
+        """No thread and no call: a forked child (a Celery worker) inherits
+        the ticker but not its thread, and starts its own on its first call."""
         self._cond = threading.Condition()
         self._active = 0
         self._thread: Optional[threading.Thread] = None
@@ -226,6 +233,11 @@ class _Ticker:
                     self._cond.wait()
             time.sleep(EPOCH_TICK)
             self._engine.increment_epoch()
+
+
+_tickers: "weakref.WeakSet[_Ticker]" = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: [t._reset() for t in list(_tickers)])
 
 
 def _ticks(timeout: float) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -231,6 +232,20 @@ def test_time_limit() -> List[str]:
     b.timeout = backstop.DEFAULT_TIMEOUT
     if b.classify(big)["class"] != "transient_transport":
         problems.append("time: the same call under the default timeout failed")
+    # A forked process (a Celery worker) has no ticker thread of its parent's: it starts its own.
+    pid = os.fork()
+    if pid == 0:
+        child = backstop.Backstop(timeout=0.001)
+        try:
+            child.classify(big)
+            os._exit(1)
+        except backstop.LimitError as e:
+            os._exit(0 if e.limit == "time" else 2)
+        except BaseException:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        problems.append(f"time: in a forked child the timeout did not hold (exit {os.waitstatus_to_exitcode(status)})")
     return problems
 
 
