@@ -2,7 +2,7 @@
 // values, the `situation` variant as `{ step_failed: {...} }`, u64 values as
 // numbers. The meaning, unit, default and bounds of every field are in the
 // WIT (wit/types.wit); jco's own declarations of the raw component (camelCase,
-// BigInt) are in gen/. test/package.mjs checks these against the wrapper's schema.
+// BigInt) are in gen/. test/package.mjs checks these against jco's, field by field.
 
 /** A u64 on input: a number, a decimal string or a BigInt. */
 export type U64In = number | string | bigint;
@@ -311,7 +311,7 @@ export interface PolicyInfo {
 
 export type PolicyErrorKind = 'invalid_config' | 'invalid_input';
 
-/** `nextAction` refused: `field` names what broke which `rule`. */
+/** The component refused a value: `field` (its JSON path) names what broke which `rule`. */
 export declare class PolicyError extends Error {
   constructor(kind: PolicyErrorKind, field: string, rule: string);
   readonly kind: PolicyErrorKind;
@@ -320,9 +320,11 @@ export declare class PolicyError extends Error {
   toJSON(): { [kind: string]: FieldError };
 }
 
-/** A value does not fit the JSON shape; `path` names it (e.g. `situation.step_failed.attempt`). */
-export declare class InputError extends TypeError {
-  constructor(path: string, message: string);
+/** An `invalid_input` PolicyError: the evidence or state breaks a rule (its
+ * shape or the policy's); `path` is `field` (e.g. `situation.step_failed.attempt`). */
+export declare class InputError extends PolicyError {
+  constructor(path: string, rule: string);
+  readonly kind: 'invalid_input';
   readonly path: string;
 }
 
@@ -355,12 +357,3 @@ export declare function defaultConfig(): Config;
 export { defaultConfig as default_config };
 /** Package version, record schema version, marker-table digest and count. */
 export declare function info(): PolicyInfo;
-
-/** One node of the wrapper's schema of the WIT types. */
-export interface SchemaNode {
-  k: 'string' | 'bool' | 'int' | 'u64' | 'f64' | 'option' | 'list' | 'enum' | 'variant' | 'record';
-  name?: string;
-  [more: string]: unknown;
-}
-/** Every named type of the wrapper's schema. */
-export declare const schema: { readonly [name: string]: SchemaNode };

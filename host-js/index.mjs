@@ -3,25 +3,27 @@
 // implementation), behind a thin wrapper that takes and returns the JSON shape
 // of the vectors, the CLI and the Python host:
 //
-// - snake_case keys (jco uses camelCase) and snake_case enum values (jco uses
-//   the kebab-case WIT names);
-// - the `situation` variant as `{"step_failed": {...}}` (jco: `{tag, val}`);
-// - u64 (durations in ns, timestamps in ms) as numbers; jco uses BigInt. Input
-//   may be a number, a decimal string or a BigInt; output is a number, or a
-//   decimal string above 2^53 - 1 (a number would lose digits);
+// - snake_case keys and snake_case enum values; the `situation` variant as
+//   `{"step_failed": {...}}`;
+// - u64 (durations in ns, timestamps in ms) as numbers. Input may be a number,
+//   a decimal string or a BigInt; output is a number, or a decimal string above
+//   2^53 - 1 (a number would lose digits);
 // - optional fields left out or null on input, null on output.
 //
-// Left-out fields follow the Rust model (src/model.rs): a left-out part of
-// `config` takes its default, other fields their zero value, and `situation`
-// and a history event's `kind` are required. Unknown keys are refused except
-// inside evidence, steps and headers. Integers are range-checked here: jco
-// would silently wrap them.
+// The wrapper converts nothing itself. It writes a value with JSON.stringify
+// (a BigInt as its decimal string) and calls the component's JSON functions
+// (`classify-json`, `next-action-json`, ...), which read it with the core's
+// own model (src/model.rs: defaults for left-out fields, unknown keys refused
+// except inside evidence, steps and headers, every integer range-checked) and
+// write the answer as JSON. The component writes every u64 as a JSON number;
+// `parse` below reads one above 2^53 - 1 as its decimal string, exactly.
 //
 // The component imports nothing; jco instantiates it with no imports (no WASI
 // shim) when this module is first imported. The import then checks the
-// component's contract version (`info().package_version`) against this
-// package's version (package.json, which is the crate's: one version
-// everywhere) and throws `ContractError` if it is not supported.
+// component's contract version (`info().package_version`, read through the
+// typed `info` that every version exports) against this package's version
+// (package.json, which is the crate's: one version everywhere) and throws
+// `ContractError` if it is not supported.
 //
 // The browser playground (web/build.mjs) serves this same file beside its own
 // jco output, so it imports nothing but ./gen and ./package.json: no Node-only module.
@@ -49,10 +51,12 @@ export class PolicyError extends Error {
   }
 }
 
-/** A value does not fit the JSON shape (unknown key, wrong type, out of range); `path` names it. */
-export class InputError extends TypeError {
-  constructor(path, message) {
-    super(`${path}: ${message}`);
+/** An `invalid_input` PolicyError: the evidence or state (not the configuration)
+ * breaks a rule, its shape (an unknown key, a wrong type, a value out of range)
+ * or the policy's (attempt 0); `path` is `field`. */
+export class InputError extends PolicyError {
+  constructor(path, rule) {
+    super('invalid_input', path, rule);
     this.name = 'InputError';
     this.path = path;
   }
@@ -77,18 +81,22 @@ function versionKey(v) {
 }
 
 function supportedRange(hostVersion) {
-  const [major, minor] = versionKey(hostVersion) ?? [0, 0];
-  return major === 0 ? `${major}.${minor}.x` : `${major}.${minor}.0 up to, not including, ${major + 1}.0.0`;
+  const [major, minor, patch] = versionKey(hostVersion) ?? [0, 0, 0];
+  return major === 0
+    ? `${major}.${minor}.${patch} up to, not including, ${major}.${minor + 1}.0`
+    : `${major}.${minor}.0 up to, not including, ${major + 1}.0.0`;
 }
 
 /** Whether a package of `hostVersion` works with a component of `componentVersion`
- * (docs/versioning.md): before 1.0 the minor must match (any patch); from 1.0
- * the major must match and the component's minor be at least the package's. */
+ * (docs/versioning.md): before 1.0 the major and minor must match and the
+ * component's patch be at least the package's (a 0.y.Z may add functions, which
+ * this package calls); from 1.0 the major must match and the component's minor
+ * be at least the package's. */
 export function supportsContract(componentVersion, hostVersion = version) {
   const c = versionKey(componentVersion);
   const h = versionKey(hostVersion);
   if (c === null || h === null) return false;
-  if (h[0] === 0) return c[0] === h[0] && c[1] === h[1];
+  if (h[0] === 0) return c[0] === h[0] && c[1] === h[1] && c[2] >= h[2];
   return c[0] === h[0] && c[1] >= h[1];
 }
 
@@ -99,313 +107,111 @@ export function checkContract(componentInfo, hostVersion = version) {
 }
 
 // ---------------------------------------------------------------------------
-// The schema: wit/types.wit, one node per type. test/run_vectors.mjs checks it
-// against the TypeScript declarations jco generates, so a WIT change that is
-// not mirrored here fails the tests.
 
-const U64_MAX = (1n << 64n) - 1n;
-const str = { k: 'string' };
-const bool = { k: 'bool' };
-const u16 = { k: 'int', lo: 0, hi: 0xffff };
-const u32 = { k: 'int', lo: 0, hi: 0xffffffff };
-const s32 = { k: 'int', lo: -0x80000000, hi: 0x7fffffff };
-const u64 = { k: 'u64' };
-const f64 = { k: 'f64' };
-const opt = (t) => ({ k: 'option', t });
-const list = (t) => ({ k: 'list', t });
-const enm = (name, cases) => ({ k: 'enum', name, cases });
-const variant = (name, cases) => ({ k: 'variant', name, cases });
-const rec = (name, fields, { lenient = false, required = [] } = {}) => ({
-  k: 'record',
-  name,
-  lenient,
-  required: new Set(required),
-  fields: fields.map(([wit, t]) => ({ wit, snake: wit.replaceAll('-', '_'), camel: camel(wit), t })),
-});
+const POLICY_ERRORS = new Set(['invalid-config', 'invalid-input']);
 
-function camel(wit) {
-  return wit.replace(/-([a-z0-9])/g, (_, c) => c.toUpperCase());
-}
-
-const failureClass = enm('failure-class', ['transient-transport', 'environmental', 'work', 'usage-limit', 'indeterminate']);
-const signalSource = enm('signal-source', [
-  'marker', 'error-code', 'http-status', 'exit-code', 'signal', 'header', 'operator-marker', 'none',
-]);
-const markerMatch = enm('marker-match', ['substring', 'word', 'line', 'code', 'http', 'exit']);
-const hintKind = enm('hint-kind', [
-  'should-retry', 'should-not-retry', 'retry-after', 'rate-limit-reset', 'usage-limit-reset', 'usage-limit-rejected',
-]);
-const sameFailure = enm('same-failure', ['signature', 'check-and-signature']);
-const onTrip = enm('on-trip', ['block']);
-const resetOn = enm('reset-on', ['cycle-reset', 'reclassified', 'manual']);
-const eventKind = enm('event-kind', ['failure', 'success', 'cycle-reset', 'reclassified', 'manual-unblock', 'force-open', 'force-close', 'reset']);
-const action = enm('action', ['retry', 'terminal', 'terminal-budget-exhausted', 'resume', 'block', 'refresh', 'proceed']);
-
-const stepReport = rec('step-report', [
-  ['id', str], ['status', str], ['error', opt(str)], ['output', opt(str)], ['stdout', opt(str)],
-  ['stderr', opt(str)], ['exit-code', opt(s32)], ['signal', opt(str)],
-], { lenient: true });
-const header = rec('header', [['name', str], ['value', str]], { lenient: true });
-const evidence = rec('evidence', [
-  ['steps', list(stepReport)], ['text', opt(str)], ['exit-code', opt(s32)], ['signal', opt(str)],
-  ['run-status', opt(str)], ['runner-stderr', opt(str)], ['http-status', opt(u16)], ['error-type', opt(str)],
-  ['error-code', opt(str)], ['headers', list(header)],
-], { lenient: true });
-const serverHint = rec('server-hint', [['kind', hintKind], ['header', str], ['after', opt(u64)], ['at', opt(u64)]]);
-const classification = rec('classification', [
-  ['class', failureClass], ['signal', opt(str)], ['source', signalSource], ['reasoning', str],
-  ['retryable', bool], ['failed-steps', list(str)], ['completed-steps', list(str)], ['evidence', str],
-  ['reset-hint', opt(str)], ['reset-at', opt(u64)], ['reset-after', opt(u64)], ['hints', list(serverHint)],
-  ['ignored-hints', list(str)],
-]);
-const transportConfig = rec('transport-config', [
-  ['max-attempts', u32], ['budget', u64], ['initial-delay', u64], ['multiplier', u32],
-  ['hint-ceiling', u64], ['retry-bare-signals', bool], ['max-elapsed', u64],
-]);
-const evidenceConfig = rec('evidence-config', [['scan-bytes', u32], ['echo-bytes', u32]]);
-const resumeConfig = rec('resume-config', [
-  ['max-resumes', u32], ['base-delay', u64], ['max-delay', u64], ['quota-cap-percent', u32],
-  ['reset-margin', u64], ['max-reset-wait', u64],
-]);
-const breakerConfig = rec('breaker-config', [
-  ['kind', str], ['same-failure', sameFailure], ['threshold', u32], ['on-trip', onTrip],
-  ['reset-on', list(resetOn)], ['look-at', str], ['unblock-commands', list(str)],
-]);
-const windowConfig = rec('window-config', [
-  ['window', u64], ['limit', u32], ['base-delay', u64], ['max-delay', u64], ['unblock-commands', list(str)],
-]);
-const cycleConfig = rec('cycle-config', [['max-cycles', u32], ['unblock-commands', list(str)]]);
-const marker = rec('marker', [
-  ['class', failureClass], ['marker', str], ['match', markerMatch], ['source', str], ['weak', bool],
-  ['generic', bool], ['throttle', bool], ['status', bool], ['shape', opt(str)], ['unless', opt(str)], ['near', bool],
-], { required: ['class', 'marker', 'match'] });
-const classifyConfig = rec('classify-config', [['markers', list(marker)]]);
-const config = rec('config', [
-  ['transport', transportConfig], ['evidence', evidenceConfig], ['resume', resumeConfig],
-  ['breakers', list(breakerConfig)], ['window', windowConfig], ['cycle', cycleConfig], ['classify', classifyConfig],
-]);
-const stepFailure = rec('step-failure', [['evidence', evidence], ['attempt', u32], ['waited', u64], ['elapsed', u64]]);
-const historyEvent = rec('history-event', [
-  ['at', u64], ['kind', eventKind], ['breaker', str], ['actor', str], ['detail', str],
-  ['check', opt(str)], ['diagnosis', opt(str)],
-], { required: ['kind'] });
-const workFailure = rec('work-failure', [['breaker', str], ['actor', str], ['history', list(historyEvent)]]);
-const taskFailure = rec('task-failure', [['failures', list(u64)]]);
-const cycleEntry = rec('cycle-entry', [['name', str], ['count', u32]]);
-const quotaReading = rec('quota-reading', [['window', str], ['percent', opt(f64)], ['resets-at', opt(u64)]]);
-const runStop = rec('run-stop', [
-  ['code', str], ['resumes-done', u32], ['budget-cap', opt(str)], ['budget-tripped-at', opt(u64)],
-  ['budget-in-effect', opt(u64)], ['quota', list(quotaReading)], ['evidence', opt(evidence)],
-]);
-const situation = variant('situation', {
-  'step-failed': stepFailure,
-  'work-failed': workFailure,
-  'task-failed': taskFailure,
-  'cycle-entered': cycleEntry,
-  'run-stopped': runStop,
-});
-const state = rec('state', [['now', u64], ['entropy', u64], ['config', config], ['situation', situation]], {
-  required: ['situation'],
-});
-const circuitBreaker = rec('circuit-breaker', [
-  ['breaker', str], ['signature', str], ['count', u32], ['threshold', u32], ['manual', opt(str)],
-  ['look-at', str], ['unblock-commands', list(str)],
-]);
-const runAutoResumed = rec('run-auto-resumed', [
-  ['attempt', u32], ['max', u32], ['code', str], ['delay', u64], ['reason', str],
-]);
-const decision = rec('decision', [
-  ['schema-version', u32], ['action', action], ['delay', opt(u64)], ['resume-at', opt(u64)],
-  ['class', opt(failureClass)], ['signal', opt(str)], ['reasoning', str], ['attempt', u32],
-  ['max-attempts', u32], ['retryable', bool], ['waited', u64], ['failed-steps', list(str)],
-  ['completed-steps', list(str)], ['evidence', str], ['reset-hint', opt(str)], ['server-hint', opt(str)],
-  ['circuit-breaker', opt(circuitBreaker)], ['run-auto-resumed', opt(runAutoResumed)], ['record-json', str],
-]);
-const fieldError = rec('field-error', [['field', str], ['rule', str]]);
-const policyError = variant('policy-error', { 'invalid-config': fieldError, 'invalid-input': fieldError });
-const policyInfo = rec('policy-info', [
-  ['package-version', str], ['schema-version', u32], ['markers-digest', str], ['marker-count', u32],
-]);
-
-/** Every named type of the schema, for the check against jco's declarations. */
-export const schema = {
-  failureClass, signalSource, hintKind, markerMatch, sameFailure, onTrip, resetOn, eventKind, action,
-  stepReport, header, evidence, serverHint, classification, transportConfig, evidenceConfig, resumeConfig,
-  breakerConfig, windowConfig, cycleConfig, marker, classifyConfig, config, stepFailure, historyEvent, workFailure,
-  taskFailure, cycleEntry, quotaReading, runStop, situation, state, circuitBreaker, runAutoResumed,
-  decision, fieldError, policyError, policyInfo,
-};
-
-// ---------------------------------------------------------------------------
-
-const snake = (wit) => wit.replaceAll('-', '_');
-const typeName = (v) => (v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v);
-const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
-const own = (o, k) => Object.prototype.hasOwnProperty.call(o, k);
-
-/** A JSON-shape value to the value jco lowers for `t`. */
-function lower(t, v, path, defaults) {
-  if (t.k === 'option') {
-    return v === undefined || v === null ? undefined : lower(t.t, v, path, defaults);
+/** JSON text of a value: a BigInt as its decimal string (the component reads a
+ * u64 from either); a value JSON cannot hold is refused naming the argument. */
+function dumps(value, arg) {
+  let text;
+  try {
+    text = JSON.stringify(value);
+  } catch (e) {
+    if (!(e instanceof TypeError)) throw e;
+    try {
+      text = JSON.stringify(value, (_, v) => (typeof v === 'bigint' ? v.toString() : v));
+    } catch (e2) {
+      if (!(e2 instanceof TypeError)) throw e2;
+      throw arg === 'config' ? new PolicyError('invalid_config', arg, `not JSON: ${e2.message}`) : new InputError(arg, `not JSON: ${e2.message}`);
+    }
   }
-  if (v === undefined || v === null) throw new InputError(path, 'null where a value is required');
-  switch (t.k) {
-    case 'string':
-      if (typeof v !== 'string') throw new InputError(path, `expected a string, got ${typeName(v)}`);
-      return v;
-    case 'bool':
-      if (typeof v !== 'boolean') throw new InputError(path, `expected a boolean, got ${typeName(v)}`);
-      return v;
-    case 'int':
-      if (typeof v !== 'number' || !Number.isInteger(v)) throw new InputError(path, `expected an integer, got ${typeName(v)} ${v}`);
-      if (v < t.lo || v > t.hi) throw new InputError(path, `${v} is out of range [${t.lo}, ${t.hi}]`);
-      return v;
-    case 'u64': {
-      let n;
-      if (typeof v === 'bigint') n = v;
-      else if (typeof v === 'number' && Number.isInteger(v)) n = BigInt(v);
-      else if (typeof v === 'string' && /^\+?[0-9]+$/.test(v.trim())) n = BigInt(v.trim().replace('+', ''));
-      else throw new InputError(path, `expected an unsigned integer, got ${typeName(v)} ${JSON.stringify(v)}`);
-      if (n < 0n || n > U64_MAX) throw new InputError(path, `${n} is out of range [0, ${U64_MAX}]`);
-      return n;
-    }
-    case 'f64':
-      if (typeof v !== 'number') throw new InputError(path, `expected a number, got ${typeName(v)}`);
-      return v;
-    case 'list':
-      if (!Array.isArray(v)) throw new InputError(path, `expected a list, got ${typeName(v)}`);
-      return v.map((x, i) => lower(t.t, x, `${path}[${i}]`));
-    case 'enum': {
-      const wit = typeof v === 'string' && !v.includes('-') ? v.replaceAll('_', '-') : null;
-      if (!t.cases.includes(wit)) {
-        throw new InputError(path, `unknown value ${JSON.stringify(v)}, expected one of ${t.cases.map(snake).join(', ')}`);
-      }
-      return wit;
-    }
-    case 'variant': {
-      const keys = isObject(v) ? Object.keys(v) : [];
-      if (keys.length !== 1) {
-        throw new InputError(path, `expected an object with exactly one of ${Object.keys(t.cases).map(snake).join(', ')}`);
-      }
-      const tag = keys[0];
-      const wit = tag.includes('-') ? null : tag.replaceAll('_', '-');
-      if (!own(t.cases, wit)) {
-        throw new InputError(path, `unknown case ${JSON.stringify(tag)}, expected one of ${Object.keys(t.cases).map(snake).join(', ')}`);
-      }
-      return { tag: wit, val: lower(t.cases[wit], v[tag], `${path}.${tag}`) };
-    }
-    case 'record': {
-      if (!isObject(v)) throw new InputError(path, `expected an object, got ${typeName(v)}`);
-      if (!t.lenient) {
-        for (const k of Object.keys(v)) {
-          if (!t.fields.some((f) => f.snake === k)) {
-            const sub = path ? `${path}.${k}` : k;
-            throw new InputError(sub, `unknown field, expected one of ${t.fields.map((f) => f.snake).sort().join(', ')}`);
-          }
-        }
-      }
-      const out = {};
-      for (const f of t.fields) {
-        const sub = path ? `${path}.${f.snake}` : f.snake;
-        const fdefault = isObject(defaults) && own(defaults, f.snake) ? defaults[f.snake] : undefined;
-        if (own(v, f.snake) && v[f.snake] !== undefined) out[f.camel] = lower(f.t, v[f.snake], sub, fdefault);
-        else if (t.required.has(f.snake)) throw new InputError(sub, 'missing field');
-        else if (fdefault !== undefined) out[f.camel] = lower(f.t, fdefault, sub);
-        else out[f.camel] = zero(f.t, sub);
-      }
-      return out;
-    }
-    default:
-      throw new TypeError(`cannot lower ${t.k}`);
-  }
+  return text === undefined ? 'null' : text;
 }
 
-/** The value of a left-out field: serde's `Default` of its Rust type. */
-function zero(t, path) {
-  switch (t.k) {
-    case 'option': return undefined;
-    case 'string': return '';
-    case 'bool': return false;
-    case 'int': return 0;
-    case 'u64': return 0n;
-    case 'f64': return 0;
-    case 'list': return [];
-    case 'enum': return t.cases[0];
-    case 'record': return lower(t, {}, path);
-    default: throw new InputError(path, 'missing field');
-  }
+// A JSON string, or a JSON number: replacing the numbers outside strings.
+const TOKEN = /"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
+
+/** The component's JSON answer as a value; an integer above 2^53 - 1 (only a
+ * u64 can be one) becomes its decimal string, exactly: when JSON.parse met one,
+ * the text is read again with those numbers quoted. */
+function parse(text) {
+  const value = JSON.parse(text);
+  if (!hasUnsafeInteger(value)) return value;
+  return JSON.parse(
+    text.replace(TOKEN, (t) => (t[0] !== '"' && /^\d+$/.test(t) && !Number.isSafeInteger(Number(t)) ? `"${t}"` : t)),
+  );
 }
 
-/** A value jco lifted for `t` to the JSON shape. */
-function lift(t, v) {
-  if (v === undefined || v === null) return null;
-  switch (t.k) {
-    case 'option': return lift(t.t, v);
-    case 'u64': return v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString();
-    case 'list': return Array.from(v, (x) => lift(t.t, x)); // list<u64> comes as a BigUint64Array
-    case 'enum': return snake(v);
-    case 'variant': return { [snake(v.tag)]: lift(t.cases[v.tag], v.val) };
-    case 'record': {
-      const out = {};
-      for (const f of t.fields) out[f.snake] = lift(f.t, v[f.camel]);
-      return out;
-    }
-    default: return v;
-  }
+function hasUnsafeInteger(v) {
+  if (typeof v === 'number') return !Number.isSafeInteger(v);
+  if (v === null || typeof v !== 'object') return false;
+  for (const k in v) if (hasUnsafeInteger(v[k])) return true;
+  return false;
 }
 
-let defaultConfigCache = null;
-
-/** Classify failure evidence; returns the classification. */
-export function classify(ev) {
-  return lift(classification, engine.classify(lower(evidence, ev, '')));
-}
-
-/** Calls `call`, turning the component's policy error into `PolicyError`. */
+/** Calls `call`, turning the component's policy error into `PolicyError`
+ * (`InputError` for an `invalid_input`). */
 function policyCall(call) {
   try {
     return call();
   } catch (e) {
-    if (e && e.payload && typeof e.payload.tag === 'string' && own(policyError.cases, e.payload.tag)) {
-      const { field, rule } = e.payload.val;
-      throw new PolicyError(snake(e.payload.tag), field, rule);
+    const p = e?.payload;
+    if (p && typeof p.tag === 'string' && POLICY_ERRORS.has(p.tag)) {
+      const { field, rule } = p.val;
+      throw p.tag === 'invalid-input' ? new InputError(field, rule) : new PolicyError('invalid_config', field, rule);
     }
     throw e;
   }
+}
+
+let defaultConfigText = null;
+
+/** Classify failure evidence; returns the classification. */
+export function classify(ev) {
+  return parse(policyCall(() => engine.classifyJson(dumps(ev, 'evidence'))));
 }
 
 /** Classify as `nextAction` sees it under `cfg` (its evidence bounds and
  * operator markers, `config.classify.markers`); throws `PolicyError` on a
  * configuration the policy refuses. */
 export function classifyWith(ev, cfg) {
-  const e = lower(evidence, ev, '');
-  const c = lower(config, cfg, 'config', defaultConfig());
-  return lift(classification, policyCall(() => engine.classifyWith(e, c)));
+  const e = dumps(ev, 'evidence');
+  const c = dumps(cfg, 'config');
+  return parse(policyCall(() => engine.classifyWithJson(e, c)));
 }
 
-/** Decide what to do next; returns the decision (with `record_json`); throws
- * `PolicyError` when the policy refuses and `InputError` on a misshapen input. */
+/** Decide what to do next; returns the decision (with `record_json`, the record
+ * exactly as the component wrote it); throws `PolicyError` when the policy
+ * refuses (`InputError` for the state's own values). */
 export function nextAction(st) {
-  const input = lower(state, st, '', { config: defaultConfig() });
-  return lift(decision, policyCall(() => engine.nextAction(input)));
+  const record = policyCall(() => engine.nextActionJson(dumps(st, 'state')));
+  const d = parse(record);
+  d.record_json = record;
+  return d;
 }
 
 /** The normalised one-line signature of a failure detail. */
 export function signature(detail, check = null) {
-  return engine.signature(lower(str, detail, 'detail'), lower(opt(str), check, 'check'));
+  if (typeof detail !== 'string') throw new InputError('detail', `expected a string, got ${typeof detail}`);
+  if (check !== null && check !== undefined && typeof check !== 'string') {
+    throw new InputError('check', `expected a string or null, got ${typeof check}`);
+  }
+  return engine.signature(detail, check ?? undefined);
 }
 
 /** The default configuration (a fresh object each call). */
 export function defaultConfig() {
-  if (defaultConfigCache === null) defaultConfigCache = lift(config, engine.defaultConfig());
-  return structuredClone(defaultConfigCache);
+  if (defaultConfigText === null) defaultConfigText = engine.defaultConfigJson();
+  return parse(defaultConfigText);
 }
 
 /** Package version, record schema version, marker-table digest and count. */
 export function info() {
-  return lift(policyInfo, engine.info());
+  return parse(engine.infoJson());
 }
 
 export { nextAction as next_action, defaultConfig as default_config, classifyWith as classify_with };
 
-checkContract(info());
+// The typed `info` of every contract version: a component too old to have the
+// JSON functions is refused as such.
+checkContract({ package_version: engine.info().packageVersion });

@@ -1,6 +1,7 @@
 //! The component's glue: the wit-bindgen export of `wit/`, converting to and
 //! from the core's types (the conversion table is `wit_convert.rs`, shared
-//! with the wasmtime host) and calling the core. Nothing else.
+//! with the wasmtime host) and calling the core (the JSON functions: `json.rs`).
+//! Nothing else.
 
 mod bindings {
     wit_bindgen::generate!({
@@ -40,6 +41,26 @@ impl Guest for Component {
 
     fn info() -> w::PolicyInfo {
         crate::info().conv()
+    }
+
+    fn classify_json(evidence: String) -> Result<String, w::PolicyError> {
+        crate::json::classify_json(&evidence).map_err(Conv::conv)
+    }
+
+    fn classify_with_json(evidence: String, config: String) -> Result<String, w::PolicyError> {
+        crate::json::classify_with_json(&evidence, &config).map_err(Conv::conv)
+    }
+
+    fn next_action_json(state: String) -> Result<String, w::PolicyError> {
+        crate::json::next_action_json(&state).map_err(Conv::conv)
+    }
+
+    fn default_config_json() -> String {
+        crate::json::default_config_json()
+    }
+
+    fn info_json() -> String {
+        crate::json::info_json()
     }
 }
 

@@ -11,6 +11,7 @@ pub mod classify;
 pub mod config;
 pub mod decision;
 pub mod hints;
+pub mod json;
 pub mod limits;
 pub mod markers;
 pub mod model;

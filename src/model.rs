@@ -20,19 +20,23 @@ pub const NANOS_PER_SEC: u64 = 1_000_000_000;
 
 /// Accepts a u64 written as a JSON number or as a decimal string.
 pub fn de_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Either {
-        N(u64),
-        S(String),
+    struct U64;
+    impl serde::de::Visitor<'_> for U64 {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an unsigned integer (a number or a decimal string)")
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<u64, E> {
+            Ok(n)
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<u64, E> {
+            u64::try_from(n).map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(n), &self))
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<u64, E> {
+            s.trim().parse::<u64>().map_err(|_| E::custom(format!("expected an unsigned integer, got {s:?}")))
+        }
     }
-    match Either::deserialize(d)? {
-        Either::N(n) => Ok(n),
-        Either::S(s) => s
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| serde::de::Error::custom(format!("expected an unsigned integer, got {s:?}"))),
-    }
+    d.deserialize_any(U64)
 }
 
 /// As [`de_u64`], for an optional field.

@@ -1,5 +1,5 @@
 // The package as shipped: one version everywhere, the contract check, the
-// declarations of index.d.ts against the wrapper's schema, and what the
+// declarations of index.d.ts against jco's declarations of the WIT, and what the
 // package carries. scripts/test-js runs this in an empty npm project where
 // the packed tarball is installed.
 
@@ -73,6 +73,9 @@ test('the rule from 1.0 on: same major, the component minor at least the package
   assert.ok(!backstop.supportsContract('2.0.0', '1.2.0'));
   assert.ok(!backstop.supportsContract('0.2.0', '0.1.0'));
   assert.ok(backstop.supportsContract('0.1.7', '0.1.0'));
+  // Before 1.0 a patch may add functions the package calls: an older patch is refused.
+  assert.ok(!backstop.supportsContract('0.2.0', '0.2.1'));
+  assert.ok(backstop.supportsContract('0.2.3', '0.2.1'));
 });
 
 test('importing a package whose version speaks another contract than its component throws ContractError', () => {
@@ -116,34 +119,38 @@ function declaration(dts, name) {
   return m[1];
 }
 
-// Records the wrapper reads (fields may be left out) and those it returns (every field present).
-const INPUTS = new Set(['step-report', 'header', 'evidence', 'step-failure', 'history-event', 'work-failure',
-  'task-failure', 'cycle-entry', 'quota-reading', 'run-stop', 'state', 'marker']);
+// Records the wrapper reads (fields may be left out, except those the model
+// requires) and those it returns (every field present).
+const INPUTS = new Set(['StepReport', 'Header', 'Evidence', 'StepFailure', 'HistoryEvent', 'WorkFailure',
+  'TaskFailure', 'CycleEntry', 'QuotaReading', 'RunStop', 'State', 'Marker']);
+const REQUIRED = new Set(['State.situation', 'HistoryEvent.kind', 'Marker.class', 'Marker.marker', 'Marker.match']);
+const snake = (camel) => camel.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
-test('index.d.ts declares every type of the wrapper schema with its fields', () => {
+test("index.d.ts declares every record and enum of jco's declarations of the WIT, field by field", () => {
   const dts = readFileSync(join(packageDir, 'index.d.ts'), 'utf8');
-  const pascal = (wit) => wit.replace(/(^|-)([a-z])/g, (_, __, c) => c.toUpperCase());
-  for (const t of Object.values(backstop.schema)) {
-    const name = pascal(t.name);
-    if (t.k === 'record') {
-      const lines = declaration(dts, name).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('/'));
-      const fields = lines.map((l) => l.match(/^([a-z0-9_]+)(\??): (.*);$/));
-      assert.deepEqual(fields.map((f) => f && f[1]), t.fields.map((f) => f.snake), name);
-      t.fields.forEach((f, i) => {
-        const [, , optional, type] = fields[i];
-        const inner = f.t.k === 'option' || f.t.k === 'list' ? f.t.t : f.t;
-        const required = !INPUTS.has(t.name) || t.required.has(f.snake);
-        assert.equal(optional === '', required, `${name}.${f.snake} optional`);
-        assert.equal(type.endsWith('| null'), f.t.k === 'option', `${name}.${f.snake} nullable`);
-        assert.equal(/^U64/.test(type), inner.k === 'u64', `${name}.${f.snake} u64`);
-        assert.equal(/^number/.test(type), inner.k === 'int' || inner.k === 'f64', `${name}.${f.snake} number`);
-      });
-    } else {
-      const body = declaration(dts, t.k === 'variant' && t.name === 'policy-error' ? 'PolicyErrorKind' : name);
-      const cases = t.k === 'enum' ? t.cases : Object.keys(t.cases);
-      const declared = [...body.matchAll(t.k === 'enum' || t.name === 'policy-error' ? /'([a-z_]+)'/g : /\{ ([a-z_]+):/g)];
-      assert.deepEqual(declared.map((m) => m[1]), cases.map((c) => c.replaceAll('-', '_')), name);
-    }
+  const gen = readFileSync(join(packageDir, 'gen', 'interfaces', 'backstop-policy-types.d.ts'), 'utf8');
+  let records = 0;
+  for (const [, name, body] of gen.matchAll(/^export interface ([A-Za-z]+) \{\n([\s\S]*?)\n\}/gm)) {
+    if (body.includes('tag: ')) continue; // a variant's case
+    records += 1;
+    const wit = body.split('\n').map((l) => l.trim().match(/^'?([A-Za-z0-9]+)'?(\??): (.*),$/));
+    const lines = declaration(dts, name).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('/'));
+    const fields = lines.map((l) => l.match(/^([a-z0-9_]+)(\??): (.*);$/));
+    assert.deepEqual(fields.map((f) => f && f[1]), wit.map((f) => snake(f[1])), name);
+    wit.forEach(([, camel, witOptional, witType], i) => {
+      const [, field, optional, type] = fields[i];
+      const required = !INPUTS.has(name) || REQUIRED.has(`${name}.${field}`);
+      assert.equal(optional === '', required, `${name}.${field} optional`);
+      assert.equal(type.endsWith('| null'), witOptional === '?', `${name}.${field} nullable`);
+      assert.equal(/^U64/.test(type), /Duration|Timestamp|bigint|BigUint64Array/.test(witType), `${name}.${field} u64`);
+      assert.equal(/^number/.test(type), /^number/.test(witType) || /Array<number>/.test(witType), `${name}.${field} number`);
+    });
+  }
+  assert.ok(records >= 27, `${records} records`);
+  for (const [, name, cases] of gen.matchAll(/^export type ([A-Za-z]+) = ('[^;]*);$/gm)) {
+    const body = declaration(dts, name);
+    const declared = [...body.matchAll(/'([a-z_]+)'/g)].map((m) => m[1]);
+    assert.deepEqual(declared, [...cases.matchAll(/'([a-z-]+)'/g)].map((m) => m[1].replaceAll('-', '_')), name);
   }
 });
 

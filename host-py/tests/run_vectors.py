@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -213,6 +214,41 @@ def test_limits() -> List[str]:
     return problems
 
 
+def test_time_limit() -> List[str]:
+    """The default bound is wall-clock time: a call over its timeout fails naming
+    the limit, the next call recovers, a normal call passes under the default."""
+    problems = []
+    b = backstop.Backstop()
+    if b.fuel is not None or b.timeout != backstop.DEFAULT_TIMEOUT:
+        problems.append(f"time: the default bound is fuel {b.fuel}, timeout {b.timeout}")
+    big = {"text": "x" * (15 << 20) + " API Error: 529"}  # about 0.1 s of work, near the 16 MiB bound
+    b.timeout = 0.001
+    try:
+        b.classify(big)
+        problems.append("time: a 15 MiB classify within a 1 ms timeout did not fail")
+    except backstop.LimitError as e:
+        if e.limit != "time" or "time limit" not in str(e):
+            problems.append(f"time: wrong error {e}")
+    b.timeout = backstop.DEFAULT_TIMEOUT
+    if b.classify(big)["class"] != "transient_transport":
+        problems.append("time: the same call under the default timeout failed")
+    # A forked process (a Celery worker) has no ticker thread of its parent's: it starts its own.
+    pid = os.fork()
+    if pid == 0:
+        child = backstop.Backstop(timeout=0.001)
+        try:
+            child.classify(big)
+            os._exit(1)
+        except backstop.LimitError as e:
+            os._exit(0 if e.limit == "time" else 2)
+        except BaseException:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        problems.append(f"time: in a forked child the timeout did not hold (exit {os.waitstatus_to_exitcode(status)})")
+    return problems
+
+
 def test_classify_with() -> List[str]:
     """classify_with applies the operator's markers and refuses a bad one by field."""
     problems = []
@@ -309,7 +345,8 @@ def main() -> int:
     count, failures = run_all(b)
     t_run = time.perf_counter() - t1
     print(f"python host: {count} vectors ({t_load * 1000:.0f} ms to compile, {t_run * 1000:.0f} ms to run)")
-    problems = test_doc_example() + test_limits() + test_shape() + test_classify_with() + test_cache_dir()
+    problems = (test_doc_example() + test_limits() + test_time_limit() + test_shape() + test_classify_with()
+                + test_cache_dir())
     for f in failures:
         print(f"FAIL {f}")
     for p in problems:

@@ -90,6 +90,9 @@ def test_the_rule_from_1_0_on():
     assert not backstop.supports_contract("2.0.0", "1.2.0")
     assert not backstop.supports_contract("0.2.0", "0.1.0")
     assert backstop.supports_contract("0.1.7", "0.1.0")
+    # Before 1.0 a patch may add functions the package calls: an older patch is refused.
+    assert not backstop.supports_contract("0.2.0", "0.2.1")
+    assert backstop.supports_contract("0.2.3", "0.2.1")
 
 
 def test_backstop_refuses_the_real_component_when_the_package_speaks_another_contract(monkeypatch):

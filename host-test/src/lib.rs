@@ -418,6 +418,38 @@ impl Backstop {
     pub fn info(&mut self) -> Result<m::PolicyInfo, HostError> {
         self.call(|s, b| b.backstop_policy_engine().call_info(s)).map(Conv::conv)
     }
+
+    /// `classify-json` through the component: evidence as JSON text in, the
+    /// classification as JSON text out.
+    pub fn classify_json(&mut self, evidence: &str) -> Result<Result<String, m::PolicyError>, HostError> {
+        self.call(|s, b| b.backstop_policy_engine().call_classify_json(s, evidence)).map(|r| r.map_err(Conv::conv))
+    }
+
+    /// `classify-with-json` through the component.
+    pub fn classify_with_json(
+        &mut self,
+        evidence: &str,
+        config: &str,
+    ) -> Result<Result<String, m::PolicyError>, HostError> {
+        self.call(|s, b| b.backstop_policy_engine().call_classify_with_json(s, evidence, config))
+            .map(|r| r.map_err(Conv::conv))
+    }
+
+    /// `next-action-json` through the component: the state as JSON text in,
+    /// the decision record as JSON text out.
+    pub fn next_action_json(&mut self, state: &str) -> Result<Result<String, m::PolicyError>, HostError> {
+        self.call(|s, b| b.backstop_policy_engine().call_next_action_json(s, state)).map(|r| r.map_err(Conv::conv))
+    }
+
+    /// `default-config-json` through the component.
+    pub fn default_config_json(&mut self) -> Result<String, HostError> {
+        self.call(|s, b| b.backstop_policy_engine().call_default_config_json(s))
+    }
+
+    /// `info-json` through the component.
+    pub fn info_json(&mut self) -> Result<String, HostError> {
+        self.call(|s, b| b.backstop_policy_engine().call_info_json(s))
+    }
 }
 
 /// The wasmtime version this host links.

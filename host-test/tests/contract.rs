@@ -78,6 +78,77 @@ fn all_vectors_pass_through_the_component_and_agree_with_native() {
     assert!(disagreements.is_empty(), "component and native disagree:\n{}", disagreements.join("\n"));
 }
 
+/// A call through the JSON functions: the vector's JSON as text in, the
+/// answer's text parsed back.
+fn component_json(b: &mut Backstop, call: &Call) -> Answer {
+    let parsed = |text: String| -> Value { serde_json::from_str(&text).expect("the component writes JSON") };
+    match call {
+        Call::Classify(input) => {
+            b.classify_json(&input.to_string()).expect("classify-json call").map(parsed).map_err(error_json)
+        }
+        Call::NextAction(input) => {
+            b.next_action_json(&input.to_string()).expect("next-action-json call").map(parsed).map_err(error_json)
+        }
+        Call::Signature(detail, check) => {
+            Ok(Value::String(b.signature(detail, check.as_deref()).expect("signature call")))
+        }
+    }
+}
+
+fn error_json(e: m::PolicyError) -> Value {
+    serde_json::to_value(e).unwrap()
+}
+
+/// Every vector through the JSON functions too, agreeing with the typed
+/// functions call for call; `classify-with-json` on every `step_failed`
+/// state agrees with `classify-with`.
+#[test]
+fn all_vectors_pass_through_the_json_functions_and_agree_with_the_typed_ones() {
+    let mut b = Backstop::new().unwrap();
+    let mut disagreements = Vec::new();
+    let (count, failures) = run_all(&mut |call: Call| {
+        let json = component_json(&mut b, &call);
+        let typed = component(&mut b, &call);
+        if json != typed {
+            disagreements.push(format!("json  {json:?}\n typed {typed:?}"));
+        }
+        json
+    });
+    println!("component JSON functions (wasmtime host): {count} vectors");
+    assert!(count > 0);
+    assert!(failures.is_empty(), "{} of {count} vectors failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(disagreements.is_empty(), "JSON and typed functions disagree:\n{}", disagreements.join("\n"));
+    let states = common::step_failed_states();
+    for (at, input) in &states {
+        let s: m::State = serde_json::from_value(input.clone()).unwrap();
+        let m::Situation::StepFailed(f) = &s.situation else { unreachable!() };
+        let evidence = input["situation"]["step_failed"].get("evidence").cloned().unwrap_or(json!({}));
+        let config = input.get("config").cloned().unwrap_or(json!({}));
+        let json = b.classify_with_json(&evidence.to_string(), &config.to_string()).unwrap();
+        let typed = b.classify_with(&f.evidence, &s.config).unwrap();
+        assert_eq!(json, typed.map(|c| serde_json::to_string(&c).unwrap()), "{at}");
+    }
+    assert_eq!(b.default_config_json().unwrap(), serde_json::to_string(&backstop::default_config()).unwrap());
+    assert_eq!(b.info_json().unwrap(), serde_json::to_string(&backstop::info()).unwrap());
+}
+
+/// The JSON functions refuse what does not fit by its path, and an argument
+/// over the bound by its name, as errors, never traps; the instance lives on.
+#[test]
+fn json_functions_refuse_by_path_and_bound_without_trapping() {
+    let mut b = Backstop::new().unwrap();
+    let bad = r#"{"situation": {"step_failed": {"attempt": 1, "waited": "12x"}}}"#;
+    let Err(m::PolicyError::InvalidInput(f)) = b.next_action_json(bad).unwrap() else { panic!("accepted") };
+    assert_eq!(f.field, "situation.step_failed.waited");
+    let bad = r#"{"config": {"transport": {"max_attempts": true}}, "situation": {"step_failed": {"attempt": 1}}}"#;
+    let Err(m::PolicyError::InvalidConfig(f)) = b.next_action_json(bad).unwrap() else { panic!("accepted") };
+    assert_eq!(f.field, "config.transport.max_attempts");
+    let long = format!(r#"{{"text": "{}"}}"#, "x".repeat(backstop::json::MAX_JSON_BYTES));
+    let Err(m::PolicyError::InvalidInput(f)) = b.classify_json(&long).unwrap() else { panic!("accepted") };
+    assert_eq!(f.field, "evidence");
+    assert!(b.classify_json("{\"text\": \"socket hang up\"}").unwrap().unwrap().contains("transient_transport"));
+}
+
 #[test]
 fn info_and_default_config_match_native() {
     let mut b = Backstop::new().unwrap();

@@ -470,13 +470,15 @@ fn json_out(o: &Output) -> Value {
 
 #[test]
 fn deeply_nested_json_is_refused_by_the_cli_with_exit_2() {
+    // A sequence where the state's first field, `now` (a u64), is due:
+    // refused at the second bracket, before any recursion.
     let deep_array = "[".repeat(100_000);
-    refused(&cli(&["next-action"], deep_array.as_bytes()), &["state", "recursion limit"]);
-    // Deep nesting where the state reads any JSON value first (a u64 may be a
-    // number or a string, so the value is buffered before it is checked).
+    refused(&cli(&["next-action"], deep_array.as_bytes()), &["state", "invalid type: sequence"]);
+    // Deep nesting where a u64 is due (a number or a decimal string): refused
+    // at the first bracket.
     let inner = format!("{}1{}", "[".repeat(5_000), "]".repeat(5_000));
     let state = format!(r#"{{"situation":{{"step_failed":{{"attempt":1,"waited":{inner}}}}}}}"#);
-    refused(&cli(&["next-action"], state.as_bytes()), &["state", "recursion limit"]);
+    refused(&cli(&["next-action"], state.as_bytes()), &["state", "expected an unsigned integer"]);
     // Deep nesting where a string is due: refused at the first bracket.
     let state = format!(r#"{{"situation":{{"step_failed":{{"attempt":1,"evidence":{{"text":{inner}}}}}}}}}"#);
     refused(&cli(&["next-action"], state.as_bytes()), &["state", "expected a string"]);

@@ -1,0 +1,266 @@
+//! The JSON functions: the documented JSON shape (the vectors', the CLI's and
+//! `backstop serve`'s) in and out as text, read and written by the core's own
+//! serde model (`model.rs`), so that a host needs no conversion of its own.
+//!
+//! Input is parsed with `serde_path_to_error`, so a value that does not fit
+//! the shape is refused naming its JSON path: `invalid-config` when the path
+//! lies under a configuration, else `invalid-input`. Paths are those of the
+//! core's own errors: a state's fields by their own names
+//! (`situation.step_failed.attempt`, `config.transport.max_attempts`), the
+//! other arguments' under the argument's name (`evidence.steps[0].exit_code`,
+//! `config.classify.markers[0].match`). Output is compact JSON with the keys
+//! in the order of the model's fields: a decision's text is its record
+//! (`record_json`).
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_path_to_error::Segment;
+
+use crate::model::{Config, Evidence, PolicyError, State};
+
+/// The most bytes of JSON one argument may hold (16 MiB); a longer one is
+/// refused naming the argument.
+pub const MAX_JSON_BYTES: usize = 16 << 20;
+
+/// An argument of a JSON function: what its errors are called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arg {
+    Evidence,
+    Config,
+    State,
+}
+
+impl Arg {
+    fn name(self) -> &'static str {
+        match self {
+            Arg::Evidence => "evidence",
+            Arg::Config => "config",
+            Arg::State => "state",
+        }
+    }
+}
+
+/// `classify` of an evidence object written as JSON; the classification as JSON.
+pub fn classify_json(evidence: &str) -> Result<String, PolicyError> {
+    let evidence: Evidence = parse(evidence, Arg::Evidence)?;
+    Ok(write(&crate::classify(&evidence)))
+}
+
+/// `classify-with` of an evidence object and a configuration written as JSON.
+pub fn classify_with_json(evidence: &str, config: &str) -> Result<String, PolicyError> {
+    let evidence: Evidence = parse(evidence, Arg::Evidence)?;
+    let config: Config = parse(config, Arg::Config)?;
+    crate::classify_with_config(&evidence, &config).map(|c| write(&c))
+}
+
+/// `next-action` of a state written as JSON; the decision record as JSON.
+pub fn next_action_json(state: &str) -> Result<String, PolicyError> {
+    let state: State = parse(state, Arg::State)?;
+    crate::next_action(&state).map(|d| d.record_json)
+}
+
+/// The default configuration as JSON.
+pub fn default_config_json() -> String {
+    write(&crate::default_config())
+}
+
+/// `info` as JSON.
+pub fn info_json() -> String {
+    write(&crate::info())
+}
+
+fn write<T: Serialize>(value: &T) -> String {
+    // The model's types have string keys and no fallible serializer: this cannot fail.
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
+}
+
+/// Reads one argument: bounded, every value checked by the model's serde
+/// rules, nothing but white space after the value.
+fn parse<T: DeserializeOwned>(text: &str, arg: Arg) -> Result<T, PolicyError> {
+    if text.len() > MAX_JSON_BYTES {
+        let rule = format!("at most {MAX_JSON_BYTES} bytes of JSON, got {}", text.len());
+        return Err(refuse(arg, arg.name().to_string(), rule));
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let rule = e.inner().to_string();
+        refuse(arg, path(arg, e.path(), &rule), rule)
+    })?;
+    de.end().map_err(|e| refuse(arg, arg.name().to_string(), e.to_string()))?;
+    Ok(value)
+}
+
+/// The JSON path of a refused value, in the core's notation: `a.b[2].c`. A
+/// missing field's path names the field.
+fn path(arg: Arg, at: &serde_path_to_error::Path, rule: &str) -> String {
+    let mut out = if arg == Arg::State { String::new() } else { arg.name().to_string() };
+    let missing = rule.strip_prefix("missing field `").and_then(|r| r.split('`').next());
+    for segment in at.iter() {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } => push_key(&mut out, key),
+            Segment::Enum { variant } => push_key(&mut out, variant),
+            Segment::Unknown => {}
+        }
+    }
+    if let Some(field) = missing {
+        push_key(&mut out, field);
+    }
+    if out.is_empty() {
+        out.push_str(arg.name());
+    }
+    out
+}
+
+fn push_key(out: &mut String, key: &str) {
+    if !out.is_empty() {
+        out.push('.');
+    }
+    out.push_str(key);
+}
+
+/// `invalid-config` for a value under a configuration, else `invalid-input`.
+fn refuse(arg: Arg, field: String, rule: String) -> PolicyError {
+    if arg == Arg::Config || field == "config" || field.starts_with("config.") {
+        PolicyError::config(field, rule)
+    } else {
+        PolicyError::input(field, rule)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Decision;
+
+    fn refused(r: Result<String, PolicyError>) -> (&'static str, String, String) {
+        match r {
+            Err(PolicyError::InvalidConfig(f)) => ("invalid_config", f.field, f.rule),
+            Err(PolicyError::InvalidInput(f)) => ("invalid_input", f.field, f.rule),
+            Ok(text) => panic!("accepted: {text}"),
+        }
+    }
+
+    const STEP: &str = r#"{"now": 1790000000000, "entropy": 42, "situation": {"step_failed": {"attempt": 1,
+        "evidence": {"steps": [{"id": "step-12", "status": "error", "stdout": "API Error: 529 Overloaded"}]}}}}"#;
+
+    #[test]
+    fn each_function_answers_as_the_typed_core_writes_it() {
+        let ev = r#"{"text": "API Error: 529 Overloaded", "unknown": 1}"#;
+        let typed = crate::classify(&Evidence::from_text("API Error: 529 Overloaded"));
+        assert_eq!(classify_json(ev).unwrap(), serde_json::to_string(&typed).unwrap());
+        let state: State = serde_json::from_str(STEP).unwrap();
+        let d = crate::next_action(&state).unwrap();
+        let text = next_action_json(STEP).unwrap();
+        assert_eq!(text, d.record_json);
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), serde_json::to_value(&d).unwrap());
+        assert!(text.starts_with(r#"{"schema_version":1,"action":"retry","#), "{text}");
+        let config: Config = serde_json::from_str(&default_config_json()).unwrap();
+        assert_eq!(config, crate::default_config());
+        assert_eq!(info_json(), serde_json::to_string(&crate::info()).unwrap());
+        let with = classify_with_json(ev, r#"{"transport": {"max_attempts": 2}}"#).unwrap();
+        assert_eq!(with, serde_json::to_string(&typed).unwrap());
+    }
+
+    #[test]
+    fn a_value_that_does_not_fit_is_refused_by_its_path() {
+        let cases: &[(&str, &str, &str)] = &[
+            (r#"{"situation": {"step_failed": {"attempt": -1}}}"#, "invalid_input", "situation.step_failed.attempt"),
+            (
+                r#"{"situation": {"step_failed": {"attempt": 1, "bogus": 1}}}"#,
+                "invalid_input",
+                "situation.step_failed.bogus",
+            ),
+            (
+                r#"{"situation": {"step_failed": {"attempt": 1, "waited": "12x"}}}"#,
+                "invalid_input",
+                "situation.step_failed.waited",
+            ),
+            (r#"{"situation": {"step_failed": {"waited": -5}}}"#, "invalid_input", "situation.step_failed.waited"),
+            (r#"{"situation": {"nope": {}}}"#, "invalid_input", "situation"),
+            (r#"{"now": 1}"#, "invalid_input", "situation"),
+            (
+                r#"{"situation": {"step_failed": {"evidence": {"steps": [{}, {"exit_code": "1"}]}}}}"#,
+                "invalid_input",
+                "situation.step_failed.evidence.steps[1].exit_code",
+            ),
+            (
+                r#"{"situation": {"work_failed": {"history": [{"at": 1}]}}}"#,
+                "invalid_input",
+                "situation.work_failed.history[0].kind",
+            ),
+            (
+                r#"{"config": {"transport": {"max_attempts": "3"}}, "situation": {"cycle_entered": {}}}"#,
+                "invalid_config",
+                "config.transport.max_attempts",
+            ),
+            (
+                r#"{"config": {"breakers": [{"same_failure": "exact"}]}, "situation": {"cycle_entered": {}}}"#,
+                "invalid_config",
+                "config.breakers[0].same_failure",
+            ),
+            (r#"{"config": 5, "situation": {"cycle_entered": {}}}"#, "invalid_config", "config"),
+            (r#"{"situation": {"step_failed": {}}"#, "invalid_input", "state"),
+            (r#"{"situation": {"cycle_entered": {}}} {}"#, "invalid_input", "state"),
+            ("", "invalid_input", "state"),
+            ("[]", "invalid_input", "state"),
+        ];
+        for (text, kind, field) in cases {
+            let (k, f, rule) = refused(next_action_json(text));
+            assert_eq!((k, f.as_str()), (*kind, *field), "{text}: {rule}");
+            assert!(!rule.is_empty());
+        }
+        let (k, f, rule) = refused(classify_json(r#"{"steps": [{"exit_code": 1.5}]}"#));
+        assert_eq!((k, f.as_str()), ("invalid_input", "evidence.steps[0].exit_code"), "{rule}");
+        assert!(rule.contains("1.5"), "{rule}");
+        let marker = r#"{"classify": {"markers": [{"class": "work", "marker": "x", "match": "glob"}]}}"#;
+        let (k, f, _) = refused(classify_with_json("{}", marker));
+        assert_eq!((k, f.as_str()), ("invalid_config", "config.classify.markers[0].match"));
+        let (k, f, _) = refused(classify_with_json("{}", r#"{"classify": {"markers": [{"class": "work"}]}}"#));
+        assert_eq!((k, f.as_str()), ("invalid_config", "config.classify.markers[0].marker"));
+        let (k, f, _) = refused(classify_with_json("{", "{}"));
+        assert_eq!((k, f.as_str()), ("invalid_input", "evidence"));
+    }
+
+    #[test]
+    fn the_policy_refuses_as_the_typed_core_does() {
+        let state = r#"{"config": {"transport": {"max_attempts": 11}}, "situation": {"step_failed": {"attempt": 1}}}"#;
+        let (k, f, rule) = refused(next_action_json(state));
+        assert_eq!((k, f.as_str(), rule.as_str()), ("invalid_config", "config.transport.max_attempts", "at most 10"));
+        let (k, f, _) = refused(next_action_json(r#"{"situation": {"cycle_entered": {"count": 0}}}"#));
+        assert_eq!((k, f.as_str()), ("invalid_input", "situation.cycle_entered.count"));
+    }
+
+    #[test]
+    fn u64_is_read_from_a_number_or_a_decimal_string_and_written_as_a_number() {
+        let state = STEP.replace("1790000000000", r#""1790000000000""#).replace("42", r#"" 18446744073709551615""#);
+        let d: Decision = serde_json::from_str(&next_action_json(&state).unwrap()).unwrap();
+        assert!(d.delay.is_some());
+        let big = r#"{"headers": [{"name": "retry-after-ms", "value": "99999999999999999"}], "http_status": 503}"#;
+        let text = classify_json(big).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(v["hints"][0]["after"].is_u64(), "{text}");
+        let (_, f, _) =
+            refused(next_action_json(r#"{"now": 18446744073709551616, "situation": {"cycle_entered": {}}}"#));
+        assert_eq!(f, "now");
+    }
+
+    #[test]
+    fn an_argument_over_the_bound_is_refused_naming_it_and_deep_nesting_is_no_crash() {
+        let long = format!(r#"{{"text": "{}"}}"#, "x".repeat(MAX_JSON_BYTES));
+        let (k, f, rule) = refused(classify_json(&long));
+        assert_eq!((k, f.as_str()), ("invalid_input", "evidence"));
+        assert!(rule.contains("16777216"), "{rule}");
+        let (k, f, _) = refused(classify_with_json("{}", &format!(r#"{{"x": "{}"}}"#, "y".repeat(MAX_JSON_BYTES))));
+        assert_eq!((k, f.as_str()), ("invalid_config", "config"));
+        let at_bound = format!(r#"{{"text": "{}"}}"#, "x".repeat(MAX_JSON_BYTES - 12));
+        assert_eq!(at_bound.len(), MAX_JSON_BYTES);
+        assert!(classify_json(&at_bound).is_ok());
+        // The model has no recursive type: deep nesting is either a value
+        // evidence ignores (skipped without recursion) or a type error.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(classify_json(&format!(r#"{{"ignored": {deep}}}"#)).is_ok());
+        let (_, f, rule) = refused(classify_json(&format!(r#"{{"steps": {deep}}}"#)));
+        assert!(f.starts_with("evidence.steps[0]"), "{f}: {rule}");
+    }
+}
