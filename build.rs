@@ -108,11 +108,16 @@ fn weights(root: &std::path::Path) -> String {
         per_class.iter().map(|&n| if n == 0 { f32::MIN } else { log(n as f64 / rows.len() as f64) }).collect();
     writeln!(out, "pub(super) const WEIGH_TEXTS: usize = {};", rows.len()).unwrap();
     writeln!(out, "pub(super) static WEIGH_PRIOR: [f32; 5] = {prior:?};").unwrap();
-    writeln!(out, "pub(super) static WEIGH_WORDS: [&str; {}] = {vocab:?};", vocab.len()).unwrap();
-    writeln!(out, "pub(super) static WEIGH_LOG: [[f32; 5]; {}] = [", vocab.len()).unwrap();
+    // The words as one text and their ends (binary-searched), the weights
+    // in thousandths of a natural log unit: a third of the bytes of `&str`s and `f32`s.
+    let ends: Vec<usize> = vocab.iter().scan(0, |end, w| Some(*end + w.len()).inspect(|e| *end = *e)).collect();
+    assert!(ends.last().is_none_or(|&e| e <= u16::MAX as usize), "the weighed words fit u16 offsets");
+    writeln!(out, "pub(super) static WEIGH_TEXT: &str = {:?};", vocab.concat()).unwrap();
+    array(&mut out, "WEIGH_ENDS", "u16", &ends);
+    writeln!(out, "pub(super) static WEIGH_LOG: [[i16; 5]; {}] = [", vocab.len()).unwrap();
     for c in &counts {
-        let row: Vec<f32> =
-            (0..5).map(|k| log((c[k] as f64 + 1.0) / (totals[k] as f64 + vocab.len() as f64))).collect();
+        let milli = |k: usize| (log((c[k] as f64 + 1.0) / (totals[k] as f64 + vocab.len() as f64)) * 1000.0).round();
+        let row: Vec<i16> = (0..5).map(|k| milli(k).max(i16::MIN as f32) as i16).collect();
         writeln!(out, "    {row:?},").unwrap();
     }
     writeln!(out, "];").unwrap();
@@ -159,7 +164,20 @@ fn write_automaton(out: &mut String, entries: &[Map<String, Value>]) {
     let literals: Vec<&[u8]> = markers.iter().map(|m| automaton::anchor(m).1.as_bytes()).collect();
     let a = automaton::build(&literals).expect("the shipped automaton builds");
     array(out, "SHIPPED_CLASSES", "u8", &a.classes[..]);
-    array(out, "SHIPPED_TRANS", "u32", &a.trans);
+    match &a.trans {
+        automaton::Trans::Narrow(t) => {
+            array(out, "SHIPPED_TRANS", "u16", t);
+            writeln!(out, "pub(super) const SHIPPED_TRANS_KIND: fn(&'static [u16]) -> Trans = |t| Trans::Narrow(Cow::Borrowed(t));").unwrap();
+        }
+        automaton::Trans::Wide(t) => {
+            array(out, "SHIPPED_TRANS", "u32", t);
+            writeln!(
+                out,
+                "pub(super) const SHIPPED_TRANS_KIND: fn(&'static [u32]) -> Trans = |t| Trans::Wide(Cow::Borrowed(t));"
+            )
+            .unwrap();
+        }
+    }
     array(out, "SHIPPED_MATCH_ENDS", "u32", &a.match_ends);
     array(out, "SHIPPED_VERIFY", "u16", &a.verify);
     array(out, "SHIPPED_LITERAL_ENDS", "u32", &a.literal_ends);

@@ -35,7 +35,7 @@ pub struct Automaton {
     /// The next state, at `state + class`: a state is the offset of its row
     /// (its number times `stride`), so a step is one addition and one load.
     /// The states from `first_match` on are match states.
-    pub trans: Cow<'static, [u32]>,
+    pub trans: Trans,
     pub start: u32,
     pub first_match: u32,
     /// For the `k`th match state (row `first_match + k * stride`), the literals to compare whole are
@@ -45,6 +45,27 @@ pub struct Automaton {
     /// The literals, concatenated; literal `p` is `bytes[ends[p - 1]..ends[p]]`.
     pub literal_bytes: Cow<'static, [u8]>,
     pub literal_ends: Cow<'static, [u32]>,
+}
+
+/// The transition table: 16-bit offsets when every row offset fits in
+/// them (the shipped tables: half the bytes in the component), 32-bit otherwise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trans {
+    Narrow(Cow<'static, [u16]>),
+    Wide(Cow<'static, [u32]>),
+}
+
+impl Trans {
+    pub fn len(&self) -> usize {
+        match self {
+            Trans::Narrow(t) => t.len(),
+            Trans::Wide(t) => t.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The piece of a text marker that the automaton holds: the marker cut at
@@ -113,7 +134,10 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
     Ok(Automaton {
         classes: Cow::Owned(classes),
         stride,
-        trans: Cow::Owned(trans),
+        trans: match trans.iter().all(|&t| t <= u16::MAX as u32) {
+            true => Trans::Narrow(Cow::Owned(trans.iter().map(|&t| t as u16).collect())),
+            false => Trans::Wide(Cow::Owned(trans)),
+        },
         start: index[&start],
         first_match: row(first_match),
         match_ends: Cow::Owned(match_ends),
@@ -210,13 +234,20 @@ impl Automaton {
     /// in `hay`, in any ASCII case, overlapping ones included, in order of the
     /// end of their prefix.
     pub fn scan(&self, hay: &[u8], mut hit: impl FnMut(usize, usize, usize)) {
-        let (classes, trans) = (&*self.classes, &*self.trans);
+        match &self.trans {
+            Trans::Narrow(t) => self.walk(t, hay, &mut hit),
+            Trans::Wide(t) => self.walk(t, hay, &mut hit),
+        }
+    }
+
+    fn walk<T: Copy + Into<u32>>(&self, trans: &[T], hay: &[u8], hit: &mut impl FnMut(usize, usize, usize)) {
+        let classes = &*self.classes;
         let first_match = self.first_match as usize;
         let mut state = self.start as usize;
         let mut step = |state: &mut usize, b: u8, end: usize| {
-            *state = trans[*state + classes[b as usize] as usize] as usize;
+            *state = trans[*state + classes[b as usize] as usize].into() as usize;
             if *state >= first_match {
-                self.verify_at((*state - first_match) / self.stride, hay, end, &mut hit);
+                self.verify_at((*state - first_match) / self.stride, hay, end, hit);
             }
         };
         // Eight bytes a round: one loop test (and, in the component, one

@@ -70,6 +70,7 @@ pub const MARKERS_JSONL: &str = include_str!("../markers/markers.jsonl");
 mod shipped {
     use std::borrow::Cow;
 
+    use crate::automaton::Trans;
     use crate::model::{FailureClass, Marker, MarkerMatch};
 
     include!(concat!(env!("OUT_DIR"), "/shipped.rs"));
@@ -426,7 +427,7 @@ pub fn tables() -> &'static Tables {
         automaton: Automaton {
             classes: Cow::Borrowed(&SHIPPED_CLASSES),
             stride: SHIPPED_STRIDE,
-            trans: Cow::Borrowed(&SHIPPED_TRANS),
+            trans: SHIPPED_TRANS_KIND(&SHIPPED_TRANS),
             start: SHIPPED_START,
             first_match: SHIPPED_FIRST_MATCH,
             match_ends: Cow::Borrowed(&SHIPPED_MATCH_ENDS),

@@ -51,20 +51,18 @@ pub struct Weighing {
 
 /// How many labelled texts the weights were learned from, and how many words they know.
 pub fn trained_on() -> (usize, usize) {
-    (trained::WEIGH_TEXTS, trained::WEIGH_WORDS.len())
+    (trained::WEIGH_TEXTS, known_words())
 }
 
 /// Weighs `texts` (the evidence's parts, read from the last one back, at
 /// most [`TAIL_BYTES`] in all): the class their words lead toward, if it is
 /// a stop and leads by [`MARGIN`].
 pub fn weigh(texts: &[&str]) -> Option<Weighing> {
-    let known: Vec<(String, usize)> = words(&last_bytes(texts))
-        .into_iter()
-        .filter_map(|w| trained::WEIGH_WORDS.binary_search(&w.as_str()).ok().map(|i| (w, i)))
-        .collect();
+    let known: Vec<(String, usize)> =
+        words(&last_bytes(texts)).into_iter().filter_map(|w| find(&w).map(|i| (w, i))).collect();
     let mut score = trained::WEIGH_PRIOR;
     for (_, i) in &known {
-        for (s, l) in score.iter_mut().zip(trained::WEIGH_LOG[*i]) {
+        for (s, l) in score.iter_mut().zip(log(*i)) {
             *s += l;
         }
     }
@@ -76,11 +74,41 @@ pub fn weigh(texts: &[&str]) -> Option<Weighing> {
     if !matches!(class, FailureClass::Work | FailureClass::Environmental) || margin < MARGIN {
         return None;
     }
-    let lead = |i: usize| trained::WEIGH_LOG[i][best] - trained::WEIGH_LOG[i][second];
+    let lead = |i: usize| log(i)[best] - log(i)[second];
     let mut named: Vec<&(String, usize)> = known.iter().filter(|(_, i)| lead(*i) > 0.0).collect();
     named.sort_by(|a, b| lead(b.1).total_cmp(&lead(a.1)).then_with(|| a.0.cmp(&b.0)));
     let words = named.into_iter().take(NAMED).map(|(w, _)| w.clone()).collect();
     Some(Weighing { class, runner_up: CLASSES[second], margin, words })
+}
+
+/// How many words the weights know.
+fn known_words() -> usize {
+    trained::WEIGH_ENDS.len()
+}
+
+/// Word `i` of the weights (sorted).
+fn word(i: usize) -> &'static str {
+    let start = if i == 0 { 0 } else { trained::WEIGH_ENDS[i - 1] as usize };
+    &trained::WEIGH_TEXT[start..trained::WEIGH_ENDS[i] as usize]
+}
+
+/// The index of `w` among the weights' words.
+fn find(w: &str) -> Option<usize> {
+    let (mut lo, mut hi) = (0, known_words());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match word(mid).cmp(w) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Some(mid),
+        }
+    }
+    None
+}
+
+/// The log-probabilities of word `i` in each class, in natural log units.
+fn log(i: usize) -> [f32; 5] {
+    trained::WEIGH_LOG[i].map(|milli| milli as f32 / 1000.0)
 }
 
 /// The last [`TAIL_BYTES`] of the texts joined by newlines, without copying more.
@@ -110,7 +138,9 @@ mod tests {
             lines(include_str!("../tests/corpus/dev.jsonl")) + lines(include_str!("../tests/corpus/working.jsonl"));
         assert_eq!(trained_on().0, expected);
         assert!(trained_on().1 > 500, "{:?}", trained_on());
-        assert!(trained::WEIGH_WORDS.windows(2).all(|w| w[0] < w[1]), "sorted for binary search");
+        assert!((1..known_words()).all(|i| word(i - 1) < word(i)), "sorted for binary search");
+        assert!((0..known_words()).all(|i| find(word(i)) == Some(i)));
+        assert_eq!(find("zzzz-not-a-word"), None);
     }
 
     #[test]
