@@ -18,6 +18,7 @@ export type SignalSource =
   | 'signal'
   | 'header'
   | 'operator_marker'
+  | 'weighing'
   | 'none';
 export type MarkerMatch = 'substring' | 'word' | 'line' | 'code' | 'http' | 'exit';
 export type HintKind =

@@ -77,6 +77,9 @@ const SOURCE = {
   http_status: 'the structured HTTP status',
   exit_code: 'the exit code (the text said nothing)',
   signal: 'the signal (the text said nothing)',
+  header: "the server's headers",
+  operator_marker: "an operator's marker",
+  weighing: 'the words of the text, weighed (no marker decided)',
   none: 'nothing decided',
 };
 
