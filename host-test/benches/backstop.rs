@@ -244,6 +244,17 @@ fn classify_sizes(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("naive", name), &ev, |b, ev| {
             b.iter(|| naive.classify(tail(black_box(ev).text.as_deref().unwrap(), opts.scan_bytes)))
         });
+        if name == "2KiB" {
+            // The JSON function the Python and JavaScript hosts call, from the Rust host.
+            let json = serde_json::to_string(&ev).expect("evidence as JSON");
+            let typed = host.classify(&ev).expect("component classifies");
+            let answer: Classification =
+                serde_json::from_str(&host.classify_json(&json).expect("no trap").expect("classifies")).expect("JSON");
+            assert_eq!(answer, typed, "the JSON function answers as the typed one");
+            g.bench_with_input(BenchmarkId::new("component-json", name), &json, |b, json| {
+                b.iter(|| host.classify_json(black_box(json)).expect("no trap").expect("classifies"))
+            });
+        }
         if name == "64KiB" {
             let dfa = bare_dfa();
             let lowered = text.to_ascii_lowercase();
