@@ -143,7 +143,7 @@ fn write_markers(out: &mut String, entries: &[Map<String, Value>]) {
         writeln!(
             out,
             "    Marker {{ class: FailureClass::{class}, marker: Cow::Borrowed({marker:?}), kind: MarkerMatch::{kind}, \
-             source: Cow::Borrowed(\"\"), weak: {}, generic: {}, throttle: {}, status: {}, shape: {}, unless: {}, near: {} }},",
+             source: Cow::Borrowed(\"\"), weak: {}, generic: {}, throttle: {}, status: {}, shape: {}, unless: {}, near: {}, frame: {} }},",
             flag(e, "weak"),
             flag(e, "generic"),
             flag(e, "throttle"),
@@ -151,6 +151,7 @@ fn write_markers(out: &mut String, entries: &[Map<String, Value>]) {
             opt(text(e, "shape")),
             opt(text(e, "unless")),
             flag(e, "near"),
+            flag(e, "frame"),
         )
         .unwrap();
     }

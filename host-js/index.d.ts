@@ -208,6 +208,7 @@ export interface Marker {
   shape?: string | null;
   unless?: string | null;
   near?: boolean;
+  frame?: boolean;
 }
 
 export interface ClassifyConfig {

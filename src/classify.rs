@@ -15,19 +15,22 @@
 //!    it cannot make it a retry.
 //! 3. Server hints in the headers (`hints.rs`): `usage-limit-rejected` is a
 //!    usage-limit fact, `rate-limit-reset` a throttle.
-//! 4. A throttle (a marker or code flagged `throttle`, or a spent rate-limit
+//! 4. A frame (a work marker flagged `frame`: a diagnostic's location prefix)
+//!    yields to a transient marker in the message on its own line: a build
+//!    tool that reports a dropped download as a diagnostic is retried.
+//! 5. A throttle (a marker or code flagged `throttle`, or a spent rate-limit
 //!    window) outranks what only restates a status (the HTTP status and
 //!    markers flagged `status`): a 403 or 400 whose server says it is
 //!    throttling is a rate limit, not an auth failure or a bad request.
-//! 5. The strongest class wins: work > environmental > usage-limit >
+//! 6. The strongest class wins: work > environmental > usage-limit >
 //!    transient-transport. Within a class a structured fact is reported before
 //!    a marker, and among markers the earliest, then the longest.
-//! 6. Weak markers decide only when nothing else does.
-//! 7. Exit codes and signals count only when the text and facts say nothing.
-//! 8. The server's word: `x-should-retry: true` makes an `indeterminate` or
+//! 7. Weak markers decide only when nothing else does.
+//! 8. Exit codes and signals count only when the text and facts say nothing.
+//! 9. The server's word: `x-should-retry: true` makes an `indeterminate` or
 //!    `usage-limit` failure `transient-transport` (never `work` or
 //!    `environmental`); `x-should-retry: false` makes any failure not retryable.
-//! 9. When nothing above decided, and the evidence shows no death by signal
+//! 10. When nothing above decided, and the evidence shows no death by signal
 //!    (an exit code of 128 or more, or a signal), the words of the texts are
 //!    weighed (`weigh.rs`): a clear lead toward `work` or `environmental`
 //!    gives that class; weighing never gives a retry.
@@ -108,6 +111,8 @@ struct Candidate {
     throttle: bool,
     /// Only restates an HTTP status.
     status: bool,
+    /// Only frames the message on its line (a diagnostic's location prefix).
+    frame: bool,
     /// Sort key within a class: tier, then position, then the longer marker.
     rank: (Tier, usize, std::cmp::Reverse<usize>),
 }
@@ -123,6 +128,7 @@ impl Candidate {
             generic: false,
             throttle: false,
             status: false,
+            frame: false,
             rank: (tier, 0, std::cmp::Reverse(0)),
         }
     }
@@ -136,6 +142,7 @@ impl Candidate {
             generic: m.generic,
             throttle: m.throttle,
             status: m.status || yielding_status,
+            frame: m.frame,
             ..Candidate::fact(m.class, signal, source, tier)
         }
     }
@@ -303,7 +310,19 @@ fn hint_candidates(hints: &[ServerHint]) -> Vec<Candidate> {
 /// over a specific stop.
 fn choose(candidates: Vec<Candidate>) -> Option<Candidate> {
     let throttled = candidates.iter().any(|c| c.throttle && !c.weak);
-    let pool: Vec<Candidate> = candidates.into_iter().filter(|c| !(throttled && c.status)).collect();
+    // A frame yields to a transient marker in the message on its own line.
+    let transient_on = |line: &Option<String>| {
+        candidates
+            .iter()
+            .any(|t| t.class == FailureClass::TransientTransport && !t.weak && line.is_some() && t.line == *line)
+    };
+    let framed: Vec<bool> = candidates.iter().map(|c| c.frame && transient_on(&c.line)).collect();
+    let pool: Vec<Candidate> = candidates
+        .into_iter()
+        .zip(framed)
+        .filter(|(c, framed)| !(throttled && c.status) && !framed)
+        .map(|(c, _)| c)
+        .collect();
     let strong = pool.iter().any(|c| !c.weak);
     let pool: Vec<&Candidate> = pool.iter().filter(|c| !strong || !c.weak).collect();
     let key = |c: &&&Candidate| (c.class.precedence(), c.rank);

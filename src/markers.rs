@@ -262,6 +262,9 @@ pub fn check(m: &Marker) -> Result<(), (&'static str, String)> {
     if !text && (m.shape.is_some() || m.unless.is_some() || m.near) {
         return Err(("shape", format!("only text markers have a shape: {:?}", m.marker)));
     }
+    if m.frame && (!text || m.class != FailureClass::Work || m.weak) {
+        return Err(("frame", format!("only a strong work text marker frames a message: {:?}", m.marker)));
+    }
     for (field, re) in [("shape", &m.shape), ("unless", &m.unless)] {
         let Some(r) = re else { continue };
         if r.len() > MAX_EXPRESSION {
@@ -459,6 +462,7 @@ mod tests {
                 shape: None,
                 unless: None,
                 near: false,
+                frame: false,
             }]
         };
         let a = operator_tables(&list("alpha fault"));
@@ -569,6 +573,22 @@ mod tests {
         // The strong `bc` stays inside the weak `bcc`; the weak `bcc` hides in the weak `bccd`.
         assert_eq!(found(" bcc"), ["bcc", "bc"]);
         assert_eq!(found(" bccd"), ["bccd", "bc"]);
+    }
+
+    #[test]
+    fn only_a_strong_work_text_marker_frames() {
+        let entry = |class: &str, kind: &str, weak: bool| {
+            format!("{{\"class\":\"{class}\",\"marker\":\"x:\",\"match\":\"{kind}\",\"source\":\"s\",\"weak\":{weak},\"frame\":true}}")
+        };
+        assert!(parse(&entry("work", "substring", false)).is_ok());
+        for bad in [
+            entry("transient_transport", "substring", false),
+            entry("work", "code", false),
+            entry("work", "word", true),
+        ] {
+            let m: Marker = serde_json::from_str(&bad).unwrap();
+            assert_eq!(check(&m).unwrap_err().0, "frame", "{bad}");
+        }
     }
 
     #[test]

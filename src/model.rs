@@ -362,6 +362,11 @@ pub struct Marker {
     /// The context is the marker's line and three lines either side, not the line alone.
     #[serde(default)]
     pub near: bool,
+    /// A work marker that only frames a message (a diagnostic's location
+    /// prefix, `path:line:col: error:`): a transient marker in the message
+    /// on its line decides over it.
+    #[serde(default)]
+    pub frame: bool,
 }
 
 /// The operator's own markers, applied beside the shipped tables.

@@ -121,6 +121,7 @@ impl Conv<w::Marker> for m::Marker {
             shape: self.shape.conv(),
             unless: self.unless.conv(),
             near: self.near,
+            frame: self.frame,
         }
     }
 }
@@ -138,6 +139,7 @@ impl Conv<m::Marker> for w::Marker {
             shape: self.shape.conv(),
             unless: self.unless.conv(),
             near: self.near,
+            frame: self.frame,
         }
     }
 }

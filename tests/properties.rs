@@ -806,6 +806,7 @@ fn operator_marker() -> impl Strategy<Value = Marker> {
             shape: shape.map(Into::into),
             unless: None,
             near,
+            frame: false,
         }
     })
 }
