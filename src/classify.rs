@@ -31,9 +31,9 @@
 //!    `usage-limit` failure `transient-transport` (never `work` or
 //!    `environmental`); `x-should-retry: false` makes any failure not retryable.
 //! 10. When nothing above decided, and the evidence shows no death by signal
-//!    (an exit code of 128 or more, or a signal), the words of the texts are
-//!    weighed (`weigh.rs`): a clear lead toward `work` or `environmental`
-//!    gives that class; weighing never gives a retry.
+//!     (an exit code of 128 or more, or a signal), the words of the texts are
+//!     weighed (`weigh.rs`): a clear lead toward `work` or `environmental`
+//!     gives that class; weighing never gives a retry.
 
 use crate::hints;
 use crate::markers::{operator_tables, tables, Marker, MarkerMatch, Tables};
