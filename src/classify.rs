@@ -320,7 +320,7 @@ fn choose(candidates: Vec<Candidate>) -> Option<Candidate> {
     let pool: Vec<Candidate> = candidates
         .into_iter()
         .zip(framed)
-        .filter(|(c, framed)| !(throttled && c.status) && !framed)
+        .filter(|(c, framed)| !(*framed || (throttled && c.status)))
         .map(|(c, _)| c)
         .collect();
     let strong = pool.iter().any(|c| !c.weak);
