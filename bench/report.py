@@ -154,9 +154,9 @@ def celery_section(c, separate_run=None):
     return (head + table(["path, per failure", "time", "/ Celery autoretry"], rows)
             + f"\n\nA work failure's whole decision path costs {work_over_publish} the publishing of one retry "
             "message. Its parts:\n\n" + table(["part", "time"], parts)
-            + "\n\nThe component calls dominate: each is a call through wasmtime-py, whose conversion of the "
-            "state (the configuration included) to the component's types is most of it (see the Python row of "
-            "\"one 2 KiB classify call, by host\").\n\n"
+            + "\n\nThe component calls are a call each through wasmtime-py's component interface (JSON text in "
+            "and out, see the Python row of \"one 2 KiB classify call, by host\"); the Redis round trips "
+            "are the rest.\n\n"
             f"Decisions per second with the shared state: work failures decided by 1 and 2 processes over "
             f"{c['throughput_seconds']:.0f} s, spread over {c['items']} work items in one Redis; every failure "
             "decided is recorded once in the shared window (checked, one warm-up failure per process "
