@@ -108,7 +108,7 @@ export function checkContract(componentInfo, hostVersion = version) {
 
 // ---------------------------------------------------------------------------
 
-const POLICY_ERRORS = new Set(['invalid-config', 'invalid-input']);
+const POLICY_ERRORS = new Set(['invalid_config', 'invalid_input']);
 
 /** JSON text of a value: a BigInt as its decimal string (the component reads a
  * u64 from either); a value JSON cannot hold is refused naming the argument. */
@@ -155,10 +155,12 @@ function policyCall(call) {
   try {
     return call();
   } catch (e) {
-    const p = e?.payload;
-    if (p && typeof p.tag === 'string' && POLICY_ERRORS.has(p.tag)) {
-      const { field, rule } = p.val;
-      throw p.tag === 'invalid-input' ? new InputError(field, rule) : new PolicyError('invalid_config', field, rule);
+    // A refusal is the policy error as JSON text: {"invalid_input": {field, rule}}.
+    const p = typeof e?.payload === 'string' ? JSON.parse(e.payload) : null;
+    const kind = p && Object.keys(p)[0];
+    if (POLICY_ERRORS.has(kind)) {
+      const { field, rule } = p[kind];
+      throw kind === 'invalid_input' ? new InputError(field, rule) : new PolicyError('invalid_config', field, rule);
     }
     throw e;
   }

@@ -43,16 +43,16 @@ impl Guest for Component {
         crate::info().conv()
     }
 
-    fn classify_json(evidence: String) -> Result<String, w::PolicyError> {
-        crate::json::classify_json(&evidence).map_err(Conv::conv)
+    fn classify_json(evidence: String) -> Result<String, String> {
+        crate::json::classify_json(&evidence).map_err(|e| crate::json::error_json(&e))
     }
 
-    fn classify_with_json(evidence: String, config: String) -> Result<String, w::PolicyError> {
-        crate::json::classify_with_json(&evidence, &config).map_err(Conv::conv)
+    fn classify_with_json(evidence: String, config: String) -> Result<String, String> {
+        crate::json::classify_with_json(&evidence, &config).map_err(|e| crate::json::error_json(&e))
     }
 
-    fn next_action_json(state: String) -> Result<String, w::PolicyError> {
-        crate::json::next_action_json(&state).map_err(Conv::conv)
+    fn next_action_json(state: String) -> Result<String, String> {
+        crate::json::next_action_json(&state).map_err(|e| crate::json::error_json(&e))
     }
 
     fn default_config_json() -> String {

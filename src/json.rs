@@ -40,6 +40,12 @@ impl Arg {
     }
 }
 
+/// A refusal as the JSON functions give it: the policy error as JSON text,
+/// `{"invalid_input": {"field": ..., "rule": ...}}`.
+pub fn error_json(e: &PolicyError) -> String {
+    serde_json::to_string(e).expect("a policy error is two strings")
+}
+
 /// `classify` of an evidence object written as JSON; the classification as JSON.
 pub fn classify_json(evidence: &str) -> Result<String, PolicyError> {
     let evidence: Evidence = parse(evidence, Arg::Evidence)?;

@@ -304,14 +304,15 @@ def _dumps(value: Any, arg: str) -> str:
 
 
 def _answer(raw: Any) -> str:
-    """A `result<string, policy-error>`: the text, or the error raised."""
-    if isinstance(raw, str):
-        return raw
-    kind = raw.tag.replace("-", "_")
-    field, rule = raw.payload.field, raw.payload.rule
+    """A `result<string, string>`: the answer's text, or the refusal (the
+    policy error as JSON, ``{"invalid_input": {"field": ..., "rule": ...}}``)
+    raised."""
+    if raw.tag == "ok":
+        return raw.payload
+    ((kind, error),) = json.loads(raw.payload).items()
     if kind == "invalid_input":
-        raise InputError(field, rule)
-    raise PolicyError(kind, field, rule)
+        raise InputError(error["field"], error["rule"])
+    raise PolicyError(kind, error["field"], error["rule"])
 
 
 class Backstop:

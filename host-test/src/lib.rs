@@ -198,6 +198,17 @@ pub enum Origin {
     Precompiled,
 }
 
+/// A JSON function's answer: its text, or its refusal read back into the
+/// policy error (a refusal that is not one is the component's fault).
+fn refusal(r: Result<String, String>) -> Result<Result<String, m::PolicyError>, HostError> {
+    match r {
+        Ok(text) => Ok(Ok(text)),
+        Err(e) => serde_json::from_str(&e)
+            .map(Err)
+            .map_err(|err| HostError::Trap(format!("the component refused with {e:?}, not a policy error: {err}"))),
+    }
+}
+
 /// The engine interface this host links: `backstop:policy/engine@<version>`.
 const ENGINE_PREFIX: &str = "backstop:policy/engine@";
 
@@ -422,7 +433,7 @@ impl Backstop {
     /// `classify-json` through the component: evidence as JSON text in, the
     /// classification as JSON text out.
     pub fn classify_json(&mut self, evidence: &str) -> Result<Result<String, m::PolicyError>, HostError> {
-        self.call(|s, b| b.backstop_policy_engine().call_classify_json(s, evidence)).map(|r| r.map_err(Conv::conv))
+        self.call(|s, b| b.backstop_policy_engine().call_classify_json(s, evidence)).and_then(refusal)
     }
 
     /// `classify-with-json` through the component.
@@ -431,14 +442,13 @@ impl Backstop {
         evidence: &str,
         config: &str,
     ) -> Result<Result<String, m::PolicyError>, HostError> {
-        self.call(|s, b| b.backstop_policy_engine().call_classify_with_json(s, evidence, config))
-            .map(|r| r.map_err(Conv::conv))
+        self.call(|s, b| b.backstop_policy_engine().call_classify_with_json(s, evidence, config)).and_then(refusal)
     }
 
     /// `next-action-json` through the component: the state as JSON text in,
     /// the decision record as JSON text out.
     pub fn next_action_json(&mut self, state: &str) -> Result<Result<String, m::PolicyError>, HostError> {
-        self.call(|s, b| b.backstop_policy_engine().call_next_action_json(s, state)).map(|r| r.map_err(Conv::conv))
+        self.call(|s, b| b.backstop_policy_engine().call_next_action_json(s, state)).and_then(refusal)
     }
 
     /// `default-config-json` through the component.
