@@ -389,7 +389,8 @@ few minutes); Python and JavaScript times are the median of 9 batches.
 "Native" is the core called in-process from Rust; "component" is the same
 core compiled to `wasm32-unknown-unknown` (profile `component`: opt-level s,
 LTO) and called through the wasmtime host `backstop_host::Backstop`, with the
-per-call fuel and memory limits on as shipped, including the conversion of the
+per-call deadline and memory limits on as shipped (fuel off; the metered call
+has its own row), including the conversion of the
 Rust types to and from the component's.
 
 ## Targets
