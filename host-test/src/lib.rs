@@ -8,14 +8,14 @@
 //!
 //! Every call runs under limits, set per [`Limits`]: a cap on the instance's
 //! linear memory (a store limiter), a wall-clock deadline (wasmtime's epoch
-//! interruption: one process-wide thread advances the epoch of every live
-//! engine every millisecond, and a call traps when its deadline's epoch
-//! comes), and, when asked for, an exact instruction budget (fuel, which
+//! interruption: while a call runs, one process-wide thread advances the
+//! epoch of every live engine every millisecond, and a call traps when its
+//! deadline's epoch comes; the thread sleeps while no call runs), and, when asked for, an exact instruction budget (fuel, which
 //! costs more: every instruction is counted). A call that exceeds a limit
 //! fails with a [`HostError`] that names it.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use backstop::model as m;
@@ -68,22 +68,56 @@ impl Default for Limits {
 /// How often the epoch of every live engine advances.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
-/// Registers `engine` with the process-wide ticker (started on first use),
-/// which advances its epoch every [`EPOCH_TICK`] until the engine is dropped.
-fn tick(engine: &Engine) {
-    static ENGINES: Mutex<Vec<EngineWeak>> = Mutex::new(Vec::new());
-    static TICKER: OnceLock<()> = OnceLock::new();
-    ENGINES.lock().unwrap_or_else(|e| e.into_inner()).push(engine.weak());
+/// The process-wide epoch ticker: the engines it advances, and how many
+/// calls are running. Its thread sleeps while no call runs, and advances
+/// every live engine's epoch each [`EPOCH_TICK`] while one does.
+struct Ticker {
+    state: Mutex<(Vec<EngineWeak>, usize)>,
+    running: Condvar,
+}
+
+fn ticker() -> &'static Ticker {
+    static TICKER: OnceLock<Ticker> = OnceLock::new();
     TICKER.get_or_init(|| {
         std::thread::Builder::new()
             .name("backstop-epoch".into())
-            .spawn(|| loop {
-                std::thread::sleep(EPOCH_TICK);
-                let mut engines = ENGINES.lock().unwrap_or_else(|e| e.into_inner());
-                engines.retain(|w| w.upgrade().map(|e| e.increment_epoch()).is_some());
+            .spawn(|| {
+                let t = ticker();
+                loop {
+                    let guard = t.state.lock().unwrap_or_else(|e| e.into_inner());
+                    drop(t.running.wait_while(guard, |(_, calls)| *calls == 0).unwrap_or_else(|e| e.into_inner()));
+                    std::thread::sleep(EPOCH_TICK);
+                    let mut state = t.state.lock().unwrap_or_else(|e| e.into_inner());
+                    state.0.retain(|w| w.upgrade().map(|e| e.increment_epoch()).is_some());
+                }
             })
             .expect("the epoch thread starts");
-    });
+        Ticker { state: Mutex::new((Vec::new(), 0)), running: Condvar::new() }
+    })
+}
+
+/// Registers `engine` with the ticker, which advances its epoch while any
+/// call runs, until the engine is dropped.
+fn tick(engine: &Engine) {
+    ticker().state.lock().unwrap_or_else(|e| e.into_inner()).0.push(engine.weak());
+}
+
+/// A running call, for the ticker: counted while it lives.
+struct Running;
+
+impl Running {
+    fn start() -> Running {
+        let t = ticker();
+        t.state.lock().unwrap_or_else(|e| e.into_inner()).1 += 1;
+        t.running.notify_one();
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        ticker().state.lock().unwrap_or_else(|e| e.into_inner()).1 -= 1;
+    }
 }
 
 /// The epoch ticks a call under `deadline` may run: the deadline rounded up
@@ -370,7 +404,10 @@ impl Backstop {
         }
         store.set_epoch_deadline(deadline_ticks(limits.deadline));
         store.data_mut().memory_refused = None;
-        match f(store, instance) {
+        let running = Running::start();
+        let result = f(store, instance);
+        drop(running);
+        match result {
             Ok(v) => Ok(v),
             Err(e) => {
                 let refused = store.data().memory_refused;
