@@ -310,19 +310,15 @@ fn hint_candidates(hints: &[ServerHint]) -> Vec<Candidate> {
 /// over a specific stop.
 fn choose(candidates: Vec<Candidate>) -> Option<Candidate> {
     let throttled = candidates.iter().any(|c| c.throttle && !c.weak);
-    // A frame yields to a transient marker in the message on its own line.
-    let transient_on = |line: &Option<String>| {
-        candidates
-            .iter()
-            .any(|t| t.class == FailureClass::TransientTransport && !t.weak && line.is_some() && t.line == *line)
-    };
-    let framed: Vec<bool> = candidates.iter().map(|c| c.frame && transient_on(&c.line)).collect();
-    let pool: Vec<Candidate> = candidates
-        .into_iter()
-        .zip(framed)
-        .filter(|(c, framed)| !(*framed || (throttled && c.status)))
-        .map(|(c, _)| c)
+    // A frame yields to a transient marker in the message on its own line:
+    // the lines that hold one, gathered once.
+    let transient_lines: std::collections::HashSet<String> = candidates
+        .iter()
+        .filter(|t| t.class == FailureClass::TransientTransport && !t.weak)
+        .filter_map(|t| t.line.clone())
         .collect();
+    let yields = |c: &Candidate| c.frame && c.line.as_ref().is_some_and(|l| transient_lines.contains(l));
+    let pool: Vec<Candidate> = candidates.into_iter().filter(|c| !(yields(c) || (throttled && c.status))).collect();
     let strong = pool.iter().any(|c| !c.weak);
     let pool: Vec<&Candidate> = pool.iter().filter(|c| !strong || !c.weak).collect();
     let key = |c: &&&Candidate| (c.class.precedence(), c.rank);

@@ -157,8 +157,9 @@ fn extend(marker: &str, text: &[u8], start: usize, end: usize) -> Option<(usize,
         return Some((start, end));
     }
     let (anchor, _) = automaton::anchor(marker);
+    let pieces: Vec<&str> = marker.split('#').collect();
     let mut s = start;
-    for piece in marker.split('#').take(anchor).collect::<Vec<_>>().into_iter().rev() {
+    for piece in pieces[..anchor].iter().rev() {
         let digits = text[..s].iter().rev().take(MAX_DIGITS + 1).take_while(|b| b.is_ascii_digit()).count();
         if digits == 0 || digits > MAX_DIGITS {
             return None;
@@ -170,7 +171,7 @@ fn extend(marker: &str, text: &[u8], start: usize, end: usize) -> Option<(usize,
         s -= piece.len();
     }
     let mut e = end;
-    for piece in marker.split('#').skip(anchor + 1) {
+    for piece in &pieces[anchor + 1..] {
         let digits = text[e..].iter().take(MAX_DIGITS + 1).take_while(|b| b.is_ascii_digit()).count();
         if digits == 0 || digits > MAX_DIGITS {
             return None;
