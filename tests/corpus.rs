@@ -224,7 +224,8 @@ fn held_back_half_is_measured() {
     assert!(rows.len() >= 400, "{}", rows.len());
     let r = measure("held-back.jsonl (never read to write a rule)", &rows, false);
     assert!(r.all_ok * 100 >= r.rows * 76, "agreement fell below 76 %{}", r.text);
-    assert!(r.false_retries.len() <= 7, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    // 7 of the first two batches' 441 rows, 4 of the third batch's 217.
+    assert!(r.false_retries.len() <= 11, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
