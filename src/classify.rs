@@ -25,6 +25,10 @@
 //! 6. The strongest class wins: work > environmental > usage-limit >
 //!    transient-transport. Within a class a structured fact is reported before
 //!    a marker, and among markers the earliest, then the longest.
+//!    A throttle that decides and whose text states a wait of at least
+//!    [`LONG_WAIT`] (`Try again in 24h`, `retry in 15 minutes`) is a usage
+//!    limit: retries inside the transport budget cannot outlast it, waiting
+//!    for the reset can.
 //! 7. Weak markers decide only when nothing else does.
 //! 8. Exit codes and signals count only when the text and facts say nothing.
 //! 9. The server's word: `x-should-retry: true` makes an `indeterminate` or
@@ -46,6 +50,10 @@ use crate::weigh;
 pub const MAX_STEPS: usize = 1024;
 /// A step id is cut to this many bytes in the record.
 pub const MAX_STEP_ID: usize = 256;
+/// A throttle whose text states a wait this long or longer is a usage limit
+/// (five minutes, in nanoseconds): a per-second or per-minute window clears
+/// within it; a per-hour, per-day or per-month quota does not.
+pub const LONG_WAIT: Duration = 5 * 60 * 1_000_000_000;
 /// The line of the deciding signal kept in front of a cut echo, at most.
 const SIGNAL_LINE_MAX: usize = 240;
 const ELIDED: &str = "…(earlier evidence elided)…\n";
@@ -191,7 +199,7 @@ pub fn classify_in(t: &Tables, ops: Option<&Tables>, evidence: &Evidence, opts: 
     }
     candidates.extend(hint_candidates(&read.hints));
     let exit = |t: &Tables| exit_or_signal(t, &g.exit_codes, &g.signals, opts);
-    let best = choose(candidates).or_else(|| ops.and_then(exit)).or_else(|| exit(t));
+    let best = long_wait(choose(candidates), &g.parts).or_else(|| ops.and_then(exit)).or_else(|| exit(t));
     // A death by signal is its own ambiguity (`retry_bare_signals` decides
     // it): the words around it describe the death, not its cause.
     let died = g.exit_codes.iter().any(|&c| c >= 128) || !g.signals.is_empty();
@@ -350,6 +358,20 @@ fn server_word(best: Option<Candidate>, hints: &[ServerHint]) -> Option<Candidat
     }
     let signal = format!("header {}", h.header);
     Some(Candidate::fact(FailureClass::TransientTransport, signal, SignalSource::Header, Tier::Structured))
+}
+
+/// A deciding throttle whose text states a wait of at least [`LONG_WAIT`]:
+/// the usage limit it is, with the same signal.
+fn long_wait(best: Option<Candidate>, parts: &[Part]) -> Option<Candidate> {
+    let c = best?;
+    if c.class != FailureClass::TransientTransport || !c.throttle {
+        return Some(c);
+    }
+    let texts: Vec<&str> = parts.iter().map(|p| p.text).collect();
+    match reset::find_reset(&texts).after {
+        Some(wait) if wait >= LONG_WAIT => Some(Candidate { class: FailureClass::UsageLimit, ..c }),
+        _ => Some(c),
+    }
 }
 
 /// What the words of the parts weigh toward, as a candidate (`weigh.rs`).
