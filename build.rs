@@ -64,6 +64,11 @@ const CLASSES: [&str; 5] = ["transient_transport", "environmental", "work", "usa
 /// The labelled texts the weights are learned from: the dev corpus and the
 /// working half. Never the held-back half: it is what the weights are measured on.
 const TRAINING: [&str; 2] = ["dev.jsonl", "working.jsonl"];
+/// A word is weighed when at least this many training texts hold it. Five-fold
+/// cross-validation on the training texts, split by repository, measures 2 and
+/// 3 alike (814 and 817 of 972 right); 3 would make the weights about 13 KB
+/// smaller in the component.
+const MIN_TEXTS: usize = 2;
 
 /// Multinomial naive Bayes over the words of each labelled text (its set of
 /// words, `words.rs`): the words in at least two texts, and for each its
@@ -91,7 +96,7 @@ fn weights(root: &std::path::Path) -> String {
             *df.entry(w).or_default() += 1;
         }
     }
-    let vocab: Vec<&str> = df.iter().filter(|(_, &n)| n >= 2).map(|(w, _)| *w).collect();
+    let vocab: Vec<&str> = df.iter().filter(|(_, &n)| n >= MIN_TEXTS).map(|(w, _)| *w).collect();
     let index: std::collections::HashMap<&str, usize> = vocab.iter().enumerate().map(|(i, w)| (*w, i)).collect();
     let mut counts = vec![[0usize; 5]; vocab.len()];
     let (mut totals, mut per_class) = ([0usize; 5], [0usize; 5]);

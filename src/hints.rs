@@ -250,10 +250,10 @@ pub fn http_date(v: &str) -> Option<Timestamp> {
         None => v,
     };
     let dt = OffsetDateTime::parse(v, &Rfc2822).ok().or_else(|| rfc850(v)).or_else(|| {
-        let asctime = time::format_description::parse(
-            "[weekday repr:short] [month repr:short] [day padding:space] [hour]:[minute]:[second] [year]",
-        )
-        .ok()?;
+        // Compiled with the crate: no format parser in the component.
+        let asctime = time::macros::format_description!(
+            "[weekday repr:short] [month repr:short] [day padding:space] [hour]:[minute]:[second] [year]"
+        );
         PrimitiveDateTime::parse(v, &asctime).ok().map(|p| p.assume_utc())
     })?;
     u64::try_from(dt.unix_timestamp_nanos() / 1_000_000).ok()
