@@ -20,8 +20,9 @@ fn main() {
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
 
     // Rebuild when the guest sources / WIT change (directories are scanned
-    // recursively by cargo for mtime changes).
-    for p in ["src", "wit", "markers", "Cargo.toml", "Cargo.lock"] {
+    // recursively by cargo for mtime changes); the guest's own build script
+    // compiles the marker tables and learns the weights from tests/corpus.
+    for p in ["src", "wit", "markers", "build.rs", "tests/corpus", "Cargo.toml", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", workspace.join(p).display());
     }
     println!("cargo:rerun-if-changed=build.rs");
