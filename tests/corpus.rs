@@ -223,9 +223,9 @@ fn held_back_half_is_measured() {
     let rows = load("held-back.jsonl");
     assert!(rows.len() >= 400, "{}", rows.len());
     let r = measure("held-back.jsonl (never read to write a rule)", &rows, false);
-    assert!(r.all_ok * 100 >= r.rows * 74, "agreement fell below 74 %{}", r.text);
-    // 15 of the four batches' 867 rows.
-    assert!(r.false_retries.len() <= 15, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    assert!(r.all_ok * 100 >= r.rows * 75, "agreement fell below 75 %{}", r.text);
+    // 16 of the five batches' 1069 rows.
+    assert!(r.false_retries.len() <= 16, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
