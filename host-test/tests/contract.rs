@@ -278,3 +278,26 @@ fn a_component_of_another_contract_version_is_refused_naming_both() {
     assert!(err.contains(theirs) && err.contains(ours), "{err}");
     assert!(Backstop::from_bytes(backstop_host::COMPONENT, Limits::default()).is_ok());
 }
+
+/// Instances come from the engine's pool (`POOL_INSTANCES` at once): a fresh
+/// instance beside the live one gets a slot of its own, and each torn-down
+/// instance, after an answer or after a trap, returns its slot, so a host can
+/// make fresh instances for as long as it lives.
+#[test]
+fn fresh_instances_return_their_pool_slots() {
+    let small = m::Evidence::from_text("API Error: 529");
+    let tight = Limits { memory_bytes: 2 << 20, ..Limits::default() };
+    let mut b = Backstop::new().unwrap();
+    for round in 0..3 * backstop_host::POOL_INSTANCES {
+        b.set_limits(if round % 3 == 0 { tight } else { Limits::default() }).unwrap();
+        if round % 3 == 0 {
+            // A trap (the memory limit) tears the instance down mid-call.
+            let err = b.classify(&m::Evidence::from_text("y".repeat(4 << 20))).unwrap_err();
+            assert!(matches!(err, HostError::MemoryLimit { .. }), "round {round}: {err:?}");
+        }
+        let c = b.classify(&small).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(c.class, m::FailureClass::TransientTransport);
+        // A second instance beside the live one takes a second slot.
+        b.fresh_instance().unwrap_or_else(|e| panic!("round {round}: {e}"));
+    }
+}
