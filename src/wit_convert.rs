@@ -43,11 +43,15 @@ impl Conv<String> for std::borrow::Cow<'static, str> {
 
 macro_rules! record {
     ($name:ident { $($f:ident),* $(,)? }) => {
+        record!($name { $($f),* ; });
+    };
+    // `model_name => wit_name` for a field the two sides name differently.
+    ($name:ident { $($f:ident),* ; $($mf:ident => $wf:ident),* $(,)? }) => {
         impl Conv<w::$name> for m::$name {
-            fn conv(self) -> w::$name { w::$name { $($f: self.$f.conv()),* } }
+            fn conv(self) -> w::$name { w::$name { $($f: self.$f.conv(),)* $($wf: self.$mf.conv(),)* } }
         }
         impl Conv<m::$name> for w::$name {
-            fn conv(self) -> m::$name { m::$name { $($f: self.$f.conv()),* } }
+            fn conv(self) -> m::$name { m::$name { $($f: self.$f.conv(),)* $($mf: self.$wf.conv(),)* } }
         }
     };
 }
@@ -106,43 +110,8 @@ record!(Config { transport, evidence, resume, breakers, window, cycle, classify 
 record!(ClassifyConfig { markers });
 
 // `match` is a keyword in Rust: the bindings call the field `match_`, the
-// model `kind`; otherwise field by field.
-impl Conv<w::Marker> for m::Marker {
-    fn conv(self) -> w::Marker {
-        w::Marker {
-            class: self.class.conv(),
-            marker: self.marker.conv(),
-            match_: self.kind.conv(),
-            source: self.source.conv(),
-            weak: self.weak,
-            generic: self.generic,
-            throttle: self.throttle,
-            status: self.status,
-            shape: self.shape.conv(),
-            unless: self.unless.conv(),
-            near: self.near,
-            frame: self.frame,
-        }
-    }
-}
-impl Conv<m::Marker> for w::Marker {
-    fn conv(self) -> m::Marker {
-        m::Marker {
-            class: self.class.conv(),
-            marker: self.marker.conv(),
-            kind: self.match_.conv(),
-            source: self.source.conv(),
-            weak: self.weak,
-            generic: self.generic,
-            throttle: self.throttle,
-            status: self.status,
-            shape: self.shape.conv(),
-            unless: self.unless.conv(),
-            near: self.near,
-            frame: self.frame,
-        }
-    }
-}
+// model `kind`.
+record!(Marker { class, marker, source, weak, generic, throttle, status, shape, unless, near, frame; kind => match_ });
 record!(StepFailure { evidence, attempt, waited, elapsed });
 record!(HistoryEvent { at, kind, breaker, actor, detail, check, diagnosis });
 record!(WorkFailure { breaker, actor, history });

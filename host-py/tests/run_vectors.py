@@ -186,29 +186,32 @@ def test_doc_example() -> List[str]:
     return problems
 
 
+def limit_problem(call, limit: str, what: str) -> List[str]:
+    """`call()` must fail with a LimitError naming `limit` ("fuel", "memory",
+    "time"); the problem found, if any."""
+    try:
+        call()
+    except backstop.LimitError as e:
+        if e.limit != limit or f"{limit} limit" not in str(e):
+            return [f"{limit}: wrong error {e}"]
+        return []
+    return [f"{limit}: {what} did not fail"]
+
+
 def test_limits() -> List[str]:
     """A large input under a tiny fuel or memory cap fails naming the limit; the next call recovers."""
     problems = []
     big = {"text": "x" * (64 * 1024) + " API Error: 529"}
     b = backstop.Backstop(fuel=10_000)
-    try:
-        b.classify(big)
-        problems.append("fuel: a 64 KiB classify within 10000 fuel did not fail")
-    except backstop.LimitError as e:
-        if e.limit != "fuel" or "fuel limit" not in str(e):
-            problems.append(f"fuel: wrong error {e}")
+    problems += limit_problem(lambda: b.classify(big), "fuel", "a 64 KiB classify within 10000 fuel")
     b.fuel = backstop.DEFAULT_FUEL
     if b.classify(big)["class"] != "transient_transport":
         problems.append("fuel: the call after a fuel trap did not recover")
     # A fresh instance builds the marker tables on first use (about 2 MiB with
     # the wasm stack); 4 MiB holds them, an 8 MiB input does not fit.
     m = backstop.Backstop(memory_bytes=4 << 20)
-    try:
-        m.classify({"text": "y" * (8 << 20)})
-        problems.append("memory: an 8 MiB input under a 4 MiB cap did not fail")
-    except backstop.LimitError as e:
-        if e.limit != "memory" or "memory limit" not in str(e):
-            problems.append(f"memory: wrong error {e}")
+    problems += limit_problem(lambda: m.classify({"text": "y" * (8 << 20)}), "memory",
+                              "an 8 MiB input under a 4 MiB cap")
     if m.classify({"text": "socket hang up"})["class"] != "transient_transport":
         problems.append("memory: the call after a memory trap did not recover")
     return problems
@@ -223,12 +226,7 @@ def test_time_limit() -> List[str]:
         problems.append(f"time: the default bound is fuel {b.fuel}, timeout {b.timeout}")
     big = {"text": "x" * (15 << 20) + " API Error: 529"}  # about 0.1 s of work, near the 16 MiB bound
     b.timeout = 0.001
-    try:
-        b.classify(big)
-        problems.append("time: a 15 MiB classify within a 1 ms timeout did not fail")
-    except backstop.LimitError as e:
-        if e.limit != "time" or "time limit" not in str(e):
-            problems.append(f"time: wrong error {e}")
+    problems += limit_problem(lambda: b.classify(big), "time", "a 15 MiB classify within a 1 ms timeout")
     b.timeout = backstop.DEFAULT_TIMEOUT
     if b.classify(big)["class"] != "transient_transport":
         problems.append("time: the same call under the default timeout failed")
