@@ -219,16 +219,16 @@ fn working_half_meets_the_bar() {
 
 /// The held-back half: no rule was written from it. Its figures are the
 /// honest estimate (docs/markers.md); the floors only keep it from getting
-/// worse unnoticed: they are below today's 78.5 % and at today's 7 false retries.
+/// worse unnoticed: below today's agreement and at today's false retries.
 #[test]
 fn held_back_half_is_measured() {
     let rows = load("held-back.jsonl");
     assert!(rows.len() >= 400, "{}", rows.len());
     let r = measure("held-back.jsonl (never read to write a rule)", &rows, false);
     assert!(r.all_ok * 100 >= r.rows * 75, "agreement fell below 75 %{}", r.text);
-    // 28 of the six batches' 1284 rows (12 of them from the sixth batch,
-    // measured before any rule was written from it).
-    assert!(r.false_retries.len() <= 28, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    // 30 of the seven batches' 1496 rows (12 of them from the sixth batch
+    // and 2 from the seventh, each measured before any rule was written from it).
+    assert!(r.false_retries.len() <= 30, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
