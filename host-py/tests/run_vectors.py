@@ -296,6 +296,18 @@ def test_shape() -> List[str]:
     i = b.info()
     if set(i) != {"package_version", "schema_version", "markers_digest", "marker_count"} or i["marker_count"] < 1:
         problems.append(f"info {i}")
+    # The decision functions are called through _TextCall, which checks their
+    # types once: a function of another type is refused, not misread.
+    store, funcs = b._live
+    try:
+        backstop._TextCall(store, funcs["signature"], "signature")
+        problems.append("_TextCall took `signature` (a bare string result) for result<string, string>")
+    except backstop.BackstopError:
+        pass
+    # Text that is not ASCII crosses both ways intact (lengths are UTF-8 bytes).
+    c = b.classify({"text": "Überlastung — 負荷 API Error: 529 Overloaded"})
+    if c["class"] != "transient_transport" or "Überlastung — 負荷" not in json.dumps(c, ensure_ascii=False):
+        problems.append(f"non-ASCII evidence: {c}")
     # u64 given as a decimal string is read as the number.
     d = b.next_action({"now": "1700000000000", "entropy": str((1 << 64) - 1),
                        "situation": {"step_failed": {"attempt": 1,
