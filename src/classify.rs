@@ -26,9 +26,10 @@
 //!    transient-transport. Within a class a structured fact is reported before
 //!    a marker, and among markers the earliest, then the longest.
 //!    A throttle that decides and whose text states a wait of at least
-//!    [`LONG_WAIT`] (`Try again in 24h`, `retry in 15 minutes`) is a usage
-//!    limit: retries inside the transport budget cannot outlast it, waiting
-//!    for the reset can.
+//!    [`LONG_WAIT`] (`Try again in 24h`, `retry in 15 minutes`), or a wait
+//!    until a stated date (`try again after Mon, 13 Jul 2026 19:14 GMT`), is a
+//!    usage limit: retries inside the transport budget cannot outlast it,
+//!    waiting for the reset can.
 //! 7. Weak markers decide only when nothing else does.
 //! 8. Exit codes and signals count only when the text and facts say nothing.
 //! 9. The server's word: `x-should-retry: true` makes an `indeterminate` or
@@ -360,18 +361,21 @@ fn server_word(best: Option<Candidate>, hints: &[ServerHint]) -> Option<Candidat
     Some(Candidate::fact(FailureClass::TransientTransport, signal, SignalSource::Header, Tier::Structured))
 }
 
-/// A deciding throttle whose text states a wait of at least [`LONG_WAIT`]:
-/// the usage limit it is, with the same signal.
+/// A deciding throttle whose text states a wait of at least [`LONG_WAIT`],
+/// or, stating no wait, a reset on a named date (servers state a short wait
+/// in seconds, not as a day): the usage limit it is, with the same signal.
 fn long_wait(best: Option<Candidate>, parts: &[Part]) -> Option<Candidate> {
     let c = best?;
     if c.class != FailureClass::TransientTransport || !c.throttle {
         return Some(c);
     }
     let texts: Vec<&str> = parts.iter().map(|p| p.text).collect();
-    match reset::find_reset(&texts).after {
-        Some(wait) if wait >= LONG_WAIT => Some(Candidate { class: FailureClass::UsageLimit, ..c }),
-        _ => Some(c),
-    }
+    let reset = reset::find_reset(&texts);
+    let long = match reset.after {
+        Some(wait) => wait >= LONG_WAIT,
+        None => reset.dated,
+    };
+    Some(if long { Candidate { class: FailureClass::UsageLimit, ..c } } else { c })
 }
 
 /// What the words of the parts weigh toward, as a candidate (`weigh.rs`).

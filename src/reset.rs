@@ -24,6 +24,10 @@ pub struct Reset {
     pub at: Option<Timestamp>,
     /// A reset stated relative to the failure.
     pub after: Option<Duration>,
+    /// The hint names a calendar date (`retry after 2024-06-27 03:57 UTC`,
+    /// `try again after Mon, 13 Jul 2026 19:14:55 GMT`), whether or not it
+    /// names one instant: a wait that runs to a stated day.
+    pub dated: bool,
 }
 
 struct Patterns {
@@ -42,7 +46,7 @@ struct Patterns {
 fn patterns() -> &'static Patterns {
     static P: OnceLock<Patterns> = OnceLock::new();
     P.get_or_init(|| Patterns {
-        hint: Regex::new(r"(?i)\b(?:resets?(?:\s+at)?|try again (?:in|at)|retry (?:in|at|after))\s+([^\n\r]+)").unwrap(),
+        hint: Regex::new(r"(?i)\b(?:resets?(?:\s+at)?|try again (?:in|at|after)|retry (?:in|at|after))\s+([^\n\r]+)").unwrap(),
         clock: Regex::new(r"(?i)\b\d{1,2}(?::\d{2}(?::\d{2})?\s*(?:am|pm)?|\s*(?:am|pm))\b|\b(?:midnight|noon)\b").unwrap(),
         zone: Regex::new(r"(?i)\b(?:utc|gmt|z|[pmce][sd]t|cet|cest|bst|ist|jst|aest|aedt)\b|[+-]\d{2}:?\d{2}\b|\b[a-z]+/[a-z_]+\b|\b(?:pacific|eastern|central|mountain) time\b").unwrap(),
         date: Regex::new(
@@ -79,6 +83,7 @@ pub fn find_reset(texts: &[&str]) -> Reset {
             out.after = after(p, text, out.hint.as_deref());
         }
     }
+    out.dated = out.hint.as_deref().is_some_and(|h| p.date.is_match(h));
     out
 }
 
@@ -177,6 +182,16 @@ mod tests {
         let r = find_reset(&["Your limit will reset at 2026-05-13 07:38:08"]);
         assert_eq!(r.at, None);
         assert!(r.hint.unwrap().contains("2026-05-13 07:38:08"));
+    }
+
+    #[test]
+    fn a_hint_that_names_a_date_is_dated() {
+        let r = find_reset(&["Please try again after Mon, 13 Jul 2026 19:14:55 GMT"]);
+        assert!(r.dated && r.hint.as_deref() == Some("try again after Mon, 13 Jul 2026 19:14:55 GMT"), "{r:?}");
+        assert!(find_reset(&["RateLimitError: Retry after 2024-06-27 03:57:26 +0000 UTC"]).dated);
+        assert!(!find_reset(&["resets 9:20am (UTC)"]).dated, "a clock time alone names no date");
+        assert!(!find_reset(&["Please try again after 20 seconds"]).dated);
+        assert!(!find_reset(&["Mon, 13 Jul 2026: the server is down"]).dated, "a date outside a hint");
     }
 
     #[test]
