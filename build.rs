@@ -70,11 +70,13 @@ const TRAINING: [&str; 2] = ["dev.jsonl", "working.jsonl"];
 /// (1,431 and 1,434 of 1,659 at the margin of 0.5); 3 keeps the weights about
 /// 13 KB smaller in the component, which the seventh batch's markers needed.
 const MIN_TEXTS: usize = 3;
+/// The weights' resolution: steps of 1/32 of a natural log unit.
+const WEIGH_STEPS: f32 = 32.0;
 
 /// Multinomial naive Bayes over the words of each labelled text (its set of
-/// words, `words.rs`): the words in at least two texts, and for each its
-/// log-probability in each class with add-one smoothing; the log prior of
-/// each class.
+/// words, `words.rs`): the words in at least `MIN_TEXTS` texts, and for
+/// each its log-probability in each class with add-one smoothing; the log
+/// prior of each class.
 fn weights(root: &std::path::Path) -> String {
     let mut rows: Vec<(usize, Vec<String>)> = Vec::new();
     for name in TRAINING {
@@ -114,17 +116,32 @@ fn weights(root: &std::path::Path) -> String {
         per_class.iter().map(|&n| if n == 0 { f32::MIN } else { log(n as f64 / rows.len() as f64) }).collect();
     writeln!(out, "pub(super) const WEIGH_TEXTS: usize = {};", rows.len()).unwrap();
     writeln!(out, "pub(super) static WEIGH_PRIOR: [f32; 5] = {prior:?};").unwrap();
-    // The words as one text and their ends (binary-searched), the weights
-    // in thousandths of a natural log unit: a third of the bytes of `&str`s and `f32`s.
+    // The words as one text and their ends (binary-searched).
     let ends: Vec<usize> = vocab.iter().scan(0, |end, w| Some(*end + w.len()).inspect(|e| *end = *e)).collect();
     assert!(ends.last().is_none_or(|&e| e <= u16::MAX as usize), "the weighed words fit u16 offsets");
     writeln!(out, "pub(super) static WEIGH_TEXT: &str = {:?};", vocab.concat()).unwrap();
     array(&mut out, "WEIGH_ENDS", "u16", &ends);
-    writeln!(out, "pub(super) static WEIGH_LOG: [[i16; 5]; {}] = [", vocab.len()).unwrap();
+    // Each weight is one byte: how many steps of 1/WEIGH_STEPS of a natural
+    // log unit it lies below its class's largest weight (a quarter of the
+    // bytes of `f32`s; the rounding is at most 1/64 of a unit a word).
+    let lp = |c: &[usize; 5], k: usize| (c[k] as f64 + 1.0).ln() - (totals[k] as f64 + vocab.len() as f64).ln();
+    let top: Vec<f64> = (0..5).map(|k| counts.iter().map(|c| lp(c, k)).fold(f64::MIN, f64::max)).collect();
+    writeln!(out, "pub(super) const WEIGH_STEPS: f32 = {WEIGH_STEPS:?};").unwrap();
+    writeln!(out, "pub(super) static WEIGH_TOP: [f32; 5] = {:?};", top.iter().map(|&t| t as f32).collect::<Vec<_>>())
+        .unwrap();
+    writeln!(out, "pub(super) static WEIGH_Q: [[u8; 5]; {}] = [", vocab.len()).unwrap();
     for c in &counts {
-        let milli = |k: usize| (log((c[k] as f64 + 1.0) / (totals[k] as f64 + vocab.len() as f64)) * 1000.0).round();
-        let row: Vec<i16> = (0..5).map(|k| milli(k).max(i16::MIN as f32) as i16).collect();
-        writeln!(out, "    {row:?},").unwrap();
+        let q: Vec<u8> = (0..5)
+            .map(|k| {
+                let steps = ((top[k] - lp(c, k)) * WEIGH_STEPS as f64).round();
+                assert!(
+                    (0.0..=255.0).contains(&steps),
+                    "a weight {steps} steps below its class's largest: over a byte"
+                );
+                steps as u8
+            })
+            .collect();
+        writeln!(out, "    {q:?},").unwrap();
     }
     writeln!(out, "];").unwrap();
     out
