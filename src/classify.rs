@@ -21,7 +21,11 @@
 //! 5. A throttle (a marker or code flagged `throttle`, or a spent rate-limit
 //!    window) outranks what only restates a status (the HTTP status and
 //!    markers flagged `status`): a 403 or 400 whose server says it is
-//!    throttling is a rate limit, not an auth failure or a bad request.
+//!    throttling is a rate limit, not an auth failure or a bad request. A
+//!    usage limit that the text names outranks an environmental status
+//!    phrase of the generic family the same way (`Status Code: 403 -> API
+//!    rate limit of 50 calls per hour exceeded`); a 400 stays work, and a
+//!    specific or structured 401/403 is never outranked by a usage limit.
 //! 6. The strongest class wins: work > environmental > usage-limit >
 //!    transient-transport. Within a class a structured fact is reported before
 //!    a marker, and among markers the earliest, then the longest.
@@ -314,11 +318,20 @@ fn hint_candidates(hints: &[ServerHint]) -> Vec<Candidate> {
     out
 }
 
-/// The deciding candidate: throttles over restated statuses, strong over
+/// The deciding candidate: limits over restated statuses, strong over
 /// weak, the strongest class, generic markers over a retry or a wait but never
 /// over a specific stop.
 fn choose(candidates: Vec<Candidate>) -> Option<Candidate> {
     let throttled = candidates.iter().any(|c| c.throttle && !c.weak);
+    let text = |c: &Candidate| matches!(c.source, SignalSource::Marker | SignalSource::OperatorMarker);
+    let usage = candidates.iter().any(|c| c.class == FailureClass::UsageLimit && !c.weak && text(c));
+    // A restated status yields to a throttle. A status phrase of the generic
+    // family that is environmental (`status code: 403`) also yields to a
+    // usage limit the text names, which servers answer with it; a 400 stays
+    // work, and a specific or structured 401/403 never yields to a usage limit.
+    let restates = |c: &Candidate| {
+        c.status && (throttled || (usage && c.class == FailureClass::Environmental && c.generic && text(c)))
+    };
     // A frame yields to a transient marker in the message on its own line:
     // the lines that hold one, gathered once.
     let transient_lines: std::collections::HashSet<String> = candidates
@@ -327,7 +340,7 @@ fn choose(candidates: Vec<Candidate>) -> Option<Candidate> {
         .filter_map(|t| t.line.clone())
         .collect();
     let yields = |c: &Candidate| c.frame && c.line.as_ref().is_some_and(|l| transient_lines.contains(l));
-    let pool: Vec<Candidate> = candidates.into_iter().filter(|c| !(yields(c) || (throttled && c.status))).collect();
+    let pool: Vec<Candidate> = candidates.into_iter().filter(|c| !(yields(c) || restates(c))).collect();
     let strong = pool.iter().any(|c| !c.weak);
     let pool: Vec<&Candidate> = pool.iter().filter(|c| !strong || !c.weak).collect();
     let key = |c: &&&Candidate| (c.class.precedence(), c.rank);
