@@ -5,7 +5,9 @@
 //!   literal without its `source` (the sources stay in the repository and in
 //!   `MARKERS_JSONL` for the tests; the component only matches), the index
 //!   of the text markers, and the tables of their automaton, built by
-//!   `src/automaton.rs` (included here as it is in the crate);
+//!   `src/automaton.rs` (included here as it is in the crate). A text
+//!   marker's text is a span of the automaton's literal bytes, cut at compile
+//!   time, so the component holds those bytes once;
 //! - `markers.sha256`: the SHA-256 of the full file, which `info()` reports
 //!   as the tables' digest.
 //!
@@ -159,14 +161,29 @@ fn is_text(e: &Map<String, Value>) -> bool {
 
 fn write_markers(out: &mut String, entries: &[Map<String, Value>]) {
     let opt = |v: Option<String>| v.map_or("None".to_string(), |s| format!("Some(Cow::Borrowed({s:?}))"));
+    // A text marker without `#` is its automaton literal: its text is that
+    // span of `LITERALS` (write_automaton), not a second copy of the bytes.
+    let mut offset = 0usize;
     writeln!(out, "pub(super) static SHIPPED_MARKERS: [Marker; {}] = [", entries.len()).unwrap();
     for e in entries {
         let class = variant(&text(e, "class").expect("every marker has a class"));
         let kind = variant(&text(e, "match").expect("every marker has a match kind"));
         let marker = text(e, "marker").expect("every marker has a marker");
+        let marker = if is_text(e) {
+            let piece = automaton::anchor(&marker).1.len();
+            let start = offset;
+            offset += piece;
+            if piece == marker.len() {
+                format!("literal({start}, {offset})")
+            } else {
+                format!("{marker:?}")
+            }
+        } else {
+            format!("{marker:?}")
+        };
         writeln!(
             out,
-            "    Marker {{ class: FailureClass::{class}, marker: Cow::Borrowed({marker:?}), kind: MarkerMatch::{kind}, \
+            "    Marker {{ class: FailureClass::{class}, marker: Cow::Borrowed({marker}), kind: MarkerMatch::{kind}, \
              source: Cow::Borrowed(\"\"), weak: {}, generic: {}, throttle: {}, status: {}, shape: {}, unless: {}, near: {}, frame: {} }},",
             flag(e, "weak"),
             flag(e, "generic"),
@@ -206,7 +223,22 @@ fn write_automaton(out: &mut String, entries: &[Map<String, Value>]) {
     array(out, "SHIPPED_MATCH_ENDS", "u32", &a.match_ends);
     array(out, "SHIPPED_VERIFY", "u16", &a.verify);
     array(out, "SHIPPED_LITERAL_ENDS", "u32", &a.literal_ends);
-    array(out, "SHIPPED_LITERALS", "u8", &a.literal_bytes);
+    // The literals as one byte string, which the text markers' texts are spans of.
+    let bytes: String = a.literal_bytes.iter().map(|&b| std::ascii::escape_default(b).to_string()).collect();
+    writeln!(out, "const LITERALS: &[u8] = b\"{bytes}\";").unwrap();
+    writeln!(out, "pub(super) static SHIPPED_LITERALS: &[u8] = LITERALS;").unwrap();
+    writeln!(
+        out,
+        "/// Bytes `a..b` of `LITERALS`, which build.rs cut at a marker's bounds.\n\
+         const fn literal(a: usize, b: usize) -> &'static str {{\n\
+         \x20   let (head, _) = LITERALS.split_at(b);\n\
+         \x20   match std::str::from_utf8(head.split_at(a).1) {{\n\
+         \x20       Ok(s) => s,\n\
+         \x20       Err(_) => panic!(\"a marker is UTF-8\"),\n\
+         \x20   }}\n\
+         }}"
+    )
+    .unwrap();
     writeln!(out, "pub(super) const SHIPPED_STRIDE: usize = {};", a.stride).unwrap();
     writeln!(out, "pub(super) const SHIPPED_START: u32 = {};", a.start).unwrap();
     writeln!(out, "pub(super) const SHIPPED_FIRST_MATCH: u32 = {};", a.first_match).unwrap();

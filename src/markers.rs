@@ -436,7 +436,7 @@ pub fn tables() -> &'static Tables {
             first_match: SHIPPED_FIRST_MATCH,
             match_ends: Cow::Borrowed(&SHIPPED_MATCH_ENDS),
             verify: Cow::Borrowed(&SHIPPED_VERIFY),
-            literal_bytes: Cow::Borrowed(&SHIPPED_LITERALS),
+            literal_bytes: Cow::Borrowed(SHIPPED_LITERALS),
             literal_ends: Cow::Borrowed(&SHIPPED_LITERAL_ENDS),
         },
         compiled: OnceLock::new(),
