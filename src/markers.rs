@@ -502,6 +502,22 @@ mod tests {
         assert!(m.iter().all(|m| !m.source.is_empty()));
     }
 
+    /// Every byte of a text marker's automaton prefix is a byte class of the
+    /// shipped DFA, and each class widens every state: the Chinese text of
+    /// two provider messages once cost 13 KB of the component. Shipped
+    /// markers keep their anchors ASCII (a provider's code, not its prose).
+    #[test]
+    fn shipped_anchor_prefixes_are_ascii() {
+        let all = parse(MARKERS_JSONL).unwrap();
+        let wide: Vec<&str> = all
+            .iter()
+            .filter(|m| matches!(m.kind, MarkerMatch::Substring | MarkerMatch::Word | MarkerMatch::Line))
+            .map(|m| m.marker.as_ref())
+            .filter(|m| !crate::automaton::anchor(m).1.bytes().take(crate::automaton::PREFIX).all(|b| b.is_ascii()))
+            .collect();
+        assert!(wide.is_empty(), "non-ASCII anchor prefixes: {wide:?}");
+    }
+
     #[test]
     fn word_markers_do_not_fire_inside_words() {
         let t = tables();
