@@ -8,6 +8,7 @@ pub mod automaton;
 pub mod backoff;
 pub mod breaker;
 pub mod classify;
+pub mod codeset;
 pub mod config;
 pub mod decision;
 pub mod hints;

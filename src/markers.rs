@@ -58,6 +58,7 @@ use regex_lite::{Regex, RegexBuilder};
 use sha2::{Digest, Sha256};
 
 use crate::automaton::{self, Automaton};
+use crate::codeset::CodeSet;
 use crate::model::FailureClass;
 pub use crate::model::{Marker, MarkerMatch};
 
@@ -86,22 +87,39 @@ fn compile(source: &str) -> Result<Regex, regex_lite::Error> {
     RegexBuilder::new(source).size_limit(1 << 20).build()
 }
 
+/// A compiled `shape`: the codes a status phrase's digits may be
+/// (`codeset.rs`), or a regular expression over the context.
+enum Shape {
+    Codes(CodeSet),
+    Regex(Regex),
+}
+
 /// A text marker's `shape` and `unless`, each compiled when a hit first
 /// needs it: most texts meet few shaped markers, so a fresh instance pays
 /// only for the ones it meets.
-type Compiled = [OnceLock<Regex>; 2];
+type Compiled = (OnceLock<Shape>, OnceLock<Regex>);
 
 /// Whether the context of the hit at `[start, end)` of `text` fits `m`'s
-/// shape and unless. The context is read ASCII-lower-cased.
+/// shape and unless. The context is read ASCII-lower-cased, and only when
+/// an expression needs it.
 fn fits(m: &Marker, slots: &Compiled, text: &str, start: usize, end: usize) -> bool {
-    let lines = if m.near { NEAR_LINES + 1 } else { 1 };
-    let from = around(text, start, lines, false);
-    let to = around(text, end, lines, true);
-    let ctx = &text[from..to].to_ascii_lowercase();
-    let is = |slot: &OnceLock<Regex>, source: &Option<Cow<'static, str>>| {
-        source.as_deref().map(|s| slot.get_or_init(|| compile(s).expect("checked by parse")).is_match(ctx))
+    let ctx = OnceLock::new();
+    let context = || -> &String {
+        ctx.get_or_init(|| {
+            let lines = if m.near { NEAR_LINES + 1 } else { 1 };
+            text[around(text, start, lines, false)..around(text, end, lines, true)].to_ascii_lowercase()
+        })
     };
-    is(&slots[0], &m.shape) != Some(false) && is(&slots[1], &m.unless) != Some(true)
+    let regex = |source: &str| compile(source).expect("checked by parse");
+    let shape = m.shape.as_deref().map(|s| {
+        match slots.0.get_or_init(|| CodeSet::parse(&m.marker, s).map_or_else(|| Shape::Regex(regex(s)), Shape::Codes))
+        {
+            Shape::Codes(set) => set.fits(&m.marker, text, start, end),
+            Shape::Regex(r) => r.is_match(context()),
+        }
+    });
+    let unless = m.unless.as_deref().map(|s| slots.1.get_or_init(|| regex(s)).is_match(context()));
+    shape != Some(false) && unless != Some(true)
 }
 
 /// The offset `lines` line breaks before (after) `at`, at most `CONTEXT_BYTES`
