@@ -222,6 +222,7 @@ fn write_automaton(out: &mut String, entries: &[Map<String, Value>]) {
     }
     array(out, "SHIPPED_MATCH_ENDS", "u32", &a.match_ends);
     array(out, "SHIPPED_VERIFY", "u16", &a.verify);
+    array(out, "SHIPPED_VERIFY_NEXT", "u8", &a.verify_next);
     array(out, "SHIPPED_LITERAL_ENDS", "u32", &a.literal_ends);
     // The literals as one byte string, which the text markers' texts are spans of.
     let bytes: String = a.literal_bytes.iter().map(|&b| std::ascii::escape_default(b).to_string()).collect();

@@ -42,6 +42,11 @@ pub struct Automaton {
     /// `verify[ends[k - 1]..ends[k]]` (from 0 for k = 0).
     pub match_ends: Cow<'static, [u32]>,
     pub verify: Cow<'static, [u16]>,
+    /// For each entry of `verify`, its literal's byte after the prefix, or 0
+    /// when the literal is no longer than the prefix: most literals that
+    /// share a prefix differ from the text right there, and this byte rules
+    /// them out without reading the literal.
+    pub verify_next: Cow<'static, [u8]>,
     /// The literals, concatenated; literal `p` is `bytes[ends[p - 1]..ends[p]]`.
     pub literal_bytes: Cow<'static, [u8]>,
     pub literal_ends: Cow<'static, [u32]>,
@@ -123,6 +128,7 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
         }
         match_ends.push(verify.len() as u32);
     }
+    let verify_next: Vec<u8> = verify.iter().map(|&p| literals[p as usize].get(PREFIX).copied().unwrap_or(0)).collect();
     let literal_bytes: Vec<u8> = literals.concat();
     let literal_ends: Vec<u32> = literals
         .iter()
@@ -142,6 +148,7 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
         first_match: row(first_match),
         match_ends: Cow::Owned(match_ends),
         verify: Cow::Owned(verify),
+        verify_next: Cow::Owned(verify_next),
         literal_bytes: Cow::Owned(literal_bytes),
         literal_ends: Cow::Owned(literal_ends),
     })
@@ -270,10 +277,15 @@ impl Automaton {
     #[inline(never)]
     fn verify_at(&self, k: usize, hay: &[u8], end: usize, hit: &mut impl FnMut(usize, usize, usize)) {
         let from = if k == 0 { 0 } else { self.match_ends[k - 1] as usize };
-        for &p in &self.verify[from..self.match_ends[k] as usize] {
+        let to = self.match_ends[k] as usize;
+        let after = &hay[end..];
+        let next = after.first().map_or(0, u8::to_ascii_lowercase);
+        for (&p, &want) in self.verify[from..to].iter().zip(&self.verify_next[from..to]) {
+            if want != 0 && want != next {
+                continue;
+            }
             let lit = self.literal(p as usize);
             let (prefix, rest) = lit.split_at(lit.len().min(PREFIX));
-            let after = &hay[end..];
             if after.len() >= rest.len() && after[..rest.len()].eq_ignore_ascii_case(rest) {
                 hit(p as usize, end - prefix.len(), end + rest.len());
             }

@@ -454,6 +454,7 @@ pub fn tables() -> &'static Tables {
             first_match: SHIPPED_FIRST_MATCH,
             match_ends: Cow::Borrowed(&SHIPPED_MATCH_ENDS),
             verify: Cow::Borrowed(&SHIPPED_VERIFY),
+            verify_next: Cow::Borrowed(&SHIPPED_VERIFY_NEXT),
             literal_bytes: Cow::Borrowed(SHIPPED_LITERALS),
             literal_ends: Cow::Borrowed(&SHIPPED_LITERAL_ENDS),
         },
