@@ -204,12 +204,15 @@ pub fn classify_in(t: &Tables, ops: Option<&Tables>, evidence: &Evidence, opts: 
     }
     candidates.extend(hint_candidates(&read.hints));
     let exit = |t: &Tables| exit_or_signal(t, &g.exit_codes, &g.signals, opts);
-    let best = long_wait(choose(candidates), &g.parts).or_else(|| ops.and_then(exit)).or_else(|| exit(t));
+    // The reset hint, read once: by the long-wait rule when a throttle
+    // decides, else when the answer is a usage limit (`finish`).
+    let mut reset = None;
+    let best = long_wait(choose(candidates), &g.parts, &mut reset).or_else(|| ops.and_then(exit)).or_else(|| exit(t));
     // A death by signal is its own ambiguity (`retry_bare_signals` decides
     // it): the words around it describe the death, not its cause.
     let died = g.exit_codes.iter().any(|&c| c >= 128) || !g.signals.is_empty();
     let best = server_word(best, &read.hints).or_else(|| if died { None } else { weighed(&g.parts) });
-    finish(g, best, read, opts)
+    finish(g, best, read, reset, opts)
 }
 
 /// The steps, the texts to scan, the exit codes and the signals.
@@ -377,13 +380,13 @@ fn server_word(best: Option<Candidate>, hints: &[ServerHint]) -> Option<Candidat
 /// A deciding throttle whose text states a wait of at least [`LONG_WAIT`],
 /// or, stating no wait, a reset on a named date (servers state a short wait
 /// in seconds, not as a day): the usage limit it is, with the same signal.
-fn long_wait(best: Option<Candidate>, parts: &[Part]) -> Option<Candidate> {
+/// The reset it reads is kept in `read` for `finish`.
+fn long_wait(best: Option<Candidate>, parts: &[Part], read: &mut Option<reset::Reset>) -> Option<Candidate> {
     let c = best?;
     if c.class != FailureClass::TransientTransport || !c.throttle {
         return Some(c);
     }
-    let texts: Vec<&str> = parts.iter().map(|p| p.text).collect();
-    let reset = reset::find_reset(&texts);
+    let reset = read.insert(reset_of(parts));
     let long = match reset.after {
         Some(wait) => wait >= LONG_WAIT,
         None => reset.dated,
@@ -399,15 +402,26 @@ fn weighed(parts: &[Part]) -> Option<Candidate> {
     Some(Candidate::fact(w.class, signal, SignalSource::Weighing, Tier::Exit))
 }
 
-/// The classification of the chosen candidate, with the reset and the hints.
-fn finish(g: Gathered, best: Option<Candidate>, read: hints::Read, opts: &Options) -> Classification {
+/// The reset hint of the parts (`reset.rs`).
+fn reset_of(parts: &[Part]) -> reset::Reset {
+    let texts: Vec<&str> = parts.iter().map(|p| p.text).collect();
+    reset::find_reset(&texts)
+}
+
+/// The classification of the chosen candidate, with the reset (`reset`, when
+/// the long-wait rule already read it) and the hints.
+fn finish(
+    g: Gathered,
+    best: Option<Candidate>,
+    read: hints::Read,
+    reset: Option<reset::Reset>,
+    opts: &Options,
+) -> Classification {
     let echo = echo(&g.parts, opts.echo_bytes, best.as_ref().and_then(|c| c.line.as_deref()));
     let class = best.as_ref().map_or(FailureClass::Indeterminate, |c| c.class);
-    let reset = if class == FailureClass::UsageLimit {
-        let texts: Vec<&str> = g.parts.iter().map(|p| p.text).collect();
-        reset::find_reset(&texts)
-    } else {
-        reset::Reset::default()
+    let reset = match class {
+        FailureClass::UsageLimit => reset.unwrap_or_else(|| reset_of(&g.parts)),
+        _ => reset::Reset::default(),
     };
     let header_reset = read.hints.iter().find(|h| h.kind == HintKind::UsageLimitReset).and_then(|h| h.at);
     let refused = read.hints.iter().find(|h| h.kind == HintKind::ShouldNotRetry);

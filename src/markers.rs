@@ -114,7 +114,7 @@ fn fits(m: &Marker, slots: &Compiled, text: &str, start: usize, end: usize) -> b
     let shape = m.shape.as_deref().map(|s| {
         match slots.0.get_or_init(|| CodeSet::parse(&m.marker, s).map_or_else(|| Shape::Regex(regex(s)), Shape::Codes))
         {
-            Shape::Codes(set) => set.fits(&m.marker, text, start, end),
+            Shape::Codes(set) => set.fits(text, start, end),
             Shape::Regex(r) => r.is_match(context()),
         }
     });
@@ -535,6 +535,22 @@ mod tests {
             .filter(|m| !crate::automaton::anchor(m).1.bytes().take(crate::automaton::PREFIX).all(|b| b.is_ascii()))
             .collect();
         assert!(wide.is_empty(), "non-ASCII anchor prefixes: {wide:?}");
+    }
+
+    /// No shipped anchor is a bare number: one would hit inside every
+    /// longer number of a log (ids, sizes, seeds) and cost a comparison
+    /// there. A code is written with what names it (`errno = 10060`,
+    /// `"1113"`), or with `#` and a code-set shape (`codeset.rs`).
+    #[test]
+    fn shipped_anchors_are_no_bare_numbers() {
+        let all = parse(MARKERS_JSONL).unwrap();
+        let bare: Vec<&str> = all
+            .iter()
+            .filter(|m| matches!(m.kind, MarkerMatch::Substring | MarkerMatch::Word | MarkerMatch::Line))
+            .map(|m| m.marker.as_ref())
+            .filter(|m| crate::automaton::anchor(m).1.trim().bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        assert!(bare.is_empty(), "anchors that are bare numbers: {bare:?}");
     }
 
     #[test]
