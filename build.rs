@@ -159,46 +159,73 @@ fn is_text(e: &Map<String, Value>) -> bool {
     matches!(text(e, "match").as_deref(), Some("substring" | "word" | "line"))
 }
 
+/// The shipped markers, packed: each is a `Packed` (`src/markers.rs`, 12
+/// bytes against a `Marker`'s 56 in wasm32) that `markers::tables` unpacks
+/// at first use. A marker's text is a span of `TEXT`: a text marker without
+/// `#` is its automaton literal, and `TEXT` begins with the literals
+/// (write_automaton reads them from there), so those bytes are stored once;
+/// the other markers' texts follow. Shapes are indexes into `SHIPPED_SHAPES`
+/// (0 for none), the six flags bits.
 fn write_markers(out: &mut String, entries: &[Map<String, Value>]) {
-    let opt = |v: Option<String>| v.map_or("None".to_string(), |s| format!("Some(Cow::Borrowed({s:?}))"));
-    // A text marker without `#` is its automaton literal: its text is that
-    // span of `LITERALS` (write_automaton), not a second copy of the bytes.
+    let pieces: Vec<String> = entries.iter().filter(|e| is_text(e)).map(anchor_piece).collect();
+    let mut all: String = pieces.concat();
+    let literal_len = all.len();
+    let mut shapes: Vec<String> = Vec::new();
+    let mut shape_index = |v: Option<String>| -> usize {
+        v.map_or(0, |v| match shapes.iter().position(|s| *s == v) {
+            Some(i) => i + 1,
+            None => {
+                shapes.push(v);
+                shapes.len()
+            }
+        })
+    };
     let mut offset = 0usize;
-    writeln!(out, "pub(super) static SHIPPED_MARKERS: [Marker; {}] = [", entries.len()).unwrap();
+    let mut packed = Vec::new();
     for e in entries {
         let class = variant(&text(e, "class").expect("every marker has a class"));
         let kind = variant(&text(e, "match").expect("every marker has a match kind"));
         let marker = text(e, "marker").expect("every marker has a marker");
-        let marker = if is_text(e) {
-            let piece = automaton::anchor(&marker).1.len();
-            let start = offset;
-            offset += piece;
-            if piece == marker.len() {
-                format!("literal({start}, {offset})")
-            } else {
-                format!("{marker:?}")
-            }
+        let span = if is_text(e) && anchor_piece(e).len() == marker.len() {
+            offset += marker.len();
+            (offset - marker.len(), offset)
         } else {
-            format!("{marker:?}")
+            if is_text(e) {
+                offset += anchor_piece(e).len();
+            }
+            all.push_str(&marker);
+            (all.len() - marker.len(), all.len())
         };
-        writeln!(
-            out,
-            "    Marker {{ class: FailureClass::{class}, marker: Cow::Borrowed({marker}), kind: MarkerMatch::{kind}, \
-             source: Cow::Borrowed(\"\"), weak: {}, generic: {}, throttle: {}, status: {}, shape: {}, unless: {}, near: {}, frame: {} }},",
-            flag(e, "weak"),
-            flag(e, "generic"),
-            flag(e, "throttle"),
-            flag(e, "status"),
-            opt(text(e, "shape")),
-            opt(text(e, "unless")),
-            flag(e, "near"),
-            flag(e, "frame"),
-        )
-        .unwrap();
+        assert_eq!(&all[span.0..span.1], marker, "a marker's span holds its text");
+        let flags = ["weak", "generic", "throttle", "status", "near", "frame"]
+            .iter()
+            .enumerate()
+            .fold(0u8, |f, (bit, key)| f | (u8::from(flag(e, key)) << bit));
+        let (shape, unless) = (shape_index(text(e, "shape")), shape_index(text(e, "unless")));
+        packed.push(format!(
+            "    Packed {{ text: ({}, {}), shape: {shape}, unless: {unless}, class: FailureClass::{class}, \
+             kind: MarkerMatch::{kind}, flags: {flags} }},",
+            span.0, span.1
+        ));
+    }
+    assert_eq!(offset, literal_len, "the literals come first");
+    assert!(all.len() <= u16::MAX as usize && shapes.len() < u16::MAX as usize, "spans and shape indexes fit u16");
+    writeln!(out, "const TEXT: &str = {all:?};").unwrap();
+    writeln!(out, "const LITERAL_LEN: usize = {literal_len};").unwrap();
+    writeln!(out, "pub(super) static SHIPPED_TEXT: &str = TEXT;").unwrap();
+    writeln!(out, "pub(super) static SHIPPED_SHAPES: [&str; {}] = {shapes:?};", shapes.len()).unwrap();
+    writeln!(out, "pub(super) static SHIPPED_PACKED: [Packed; {}] = [", packed.len()).unwrap();
+    for line in packed {
+        writeln!(out, "{line}").unwrap();
     }
     writeln!(out, "];").unwrap();
     let index: Vec<usize> = (0..entries.len()).filter(|&i| is_text(&entries[i])).collect();
     array(out, "SHIPPED_TEXT_INDEX", "u16", &index);
+}
+
+/// The bytes of a text marker that the automaton looks for.
+fn anchor_piece(e: &Map<String, Value>) -> String {
+    automaton::anchor(&text(e, "marker").expect("every marker has a marker")).1.to_string()
 }
 
 fn write_automaton(out: &mut String, entries: &[Map<String, Value>]) {
@@ -224,22 +251,9 @@ fn write_automaton(out: &mut String, entries: &[Map<String, Value>]) {
     array(out, "SHIPPED_VERIFY", "u16", &a.verify);
     array(out, "SHIPPED_VERIFY_NEXT", "u8", &a.verify_next);
     array(out, "SHIPPED_LITERAL_ENDS", "u32", &a.literal_ends);
-    // The literals as one byte string, which the text markers' texts are spans of.
-    let bytes: String = a.literal_bytes.iter().map(|&b| std::ascii::escape_default(b).to_string()).collect();
-    writeln!(out, "const LITERALS: &[u8] = b\"{bytes}\";").unwrap();
-    writeln!(out, "pub(super) static SHIPPED_LITERALS: &[u8] = LITERALS;").unwrap();
-    writeln!(
-        out,
-        "/// Bytes `a..b` of `LITERALS`, which build.rs cut at a marker's bounds.\n\
-         const fn literal(a: usize, b: usize) -> &'static str {{\n\
-         \x20   let (head, _) = LITERALS.split_at(b);\n\
-         \x20   match std::str::from_utf8(head.split_at(a).1) {{\n\
-         \x20       Ok(s) => s,\n\
-         \x20       Err(_) => panic!(\"a marker is UTF-8\"),\n\
-         \x20   }}\n\
-         }}"
-    )
-    .unwrap();
+    // The literals are the first bytes of the markers' text (write_markers).
+    assert_eq!(a.literal_bytes[..], literals.concat()[..], "the automaton's literals are the anchors in order");
+    writeln!(out, "pub(super) static SHIPPED_LITERALS: &[u8] = TEXT.as_bytes().split_at(LITERAL_LEN).0;").unwrap();
     writeln!(out, "pub(super) const SHIPPED_STRIDE: usize = {};", a.stride).unwrap();
     writeln!(out, "pub(super) const SHIPPED_START: u32 = {};", a.start).unwrap();
     writeln!(out, "pub(super) const SHIPPED_FIRST_MATCH: u32 = {};", a.first_match).unwrap();

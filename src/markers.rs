@@ -71,11 +71,49 @@ pub const MARKERS_JSONL: &str = include_str!("../markers/markers.jsonl");
 mod shipped {
     use std::borrow::Cow;
 
+    use super::Packed;
     use crate::automaton::Trans;
-    use crate::model::{FailureClass, Marker, MarkerMatch};
+    use crate::model::{FailureClass, MarkerMatch};
 
     include!(concat!(env!("OUT_DIR"), "/shipped.rs"));
 }
+
+/// A shipped marker as `build.rs` packs it (12 bytes in wasm32, where a
+/// `Marker` takes 56): its text as a span of `SHIPPED_TEXT`, its shape and
+/// unless as indexes into `SHIPPED_SHAPES` counted from 1 (0: none), and its
+/// flags as bits in `Marker`'s order (weak, generic, throttle, status, near,
+/// frame).
+struct Packed {
+    text: (u16, u16),
+    shape: u16,
+    unless: u16,
+    class: FailureClass,
+    kind: MarkerMatch,
+    flags: u8,
+}
+
+impl Packed {
+    /// The marker, borrowing its texts from the shipped ones.
+    fn unpack(&self) -> Marker {
+        let shape = |i: u16| (i > 0).then(|| Cow::Borrowed(shipped::SHIPPED_SHAPES[i as usize - 1]));
+        let flag = |bit: u8| self.flags & (1 << bit) != 0;
+        Marker {
+            class: self.class,
+            marker: Cow::Borrowed(&shipped::SHIPPED_TEXT[self.text.0 as usize..self.text.1 as usize]),
+            kind: self.kind,
+            source: Cow::Borrowed(""),
+            weak: flag(0),
+            generic: flag(1),
+            throttle: flag(2),
+            status: flag(3),
+            shape: shape(self.shape),
+            unless: shape(self.unless),
+            near: flag(4),
+            frame: flag(5),
+        }
+    }
+}
+
 const SHIPPED_DIGEST: &str = include_str!(concat!(env!("OUT_DIR"), "/markers.sha256"));
 
 /// The bytes of context read on each side of a shaped marker.
@@ -206,7 +244,8 @@ fn extend(marker: &str, text: &[u8], start: usize, end: usize) -> Option<(usize,
 /// The compiled tables: the entries, the automaton of their text markers,
 /// and the shapes compiled so far.
 pub struct Tables {
-    /// The entries; borrowed from the crate for the shipped tables.
+    /// The entries; for the shipped tables, unpacked from the crate's, their
+    /// texts borrowed.
     pub markers: Cow<'static, [Marker]>,
     /// Indexes into `markers` of the text markers, in automaton literal order.
     text_index: Cow<'static, [u16]>,
@@ -412,7 +451,7 @@ fn hex(bytes: &[u8]) -> String {
 /// The digest and the number of entries of the shipped tables, without
 /// compiling them.
 pub fn shipped_info() -> (String, u32) {
-    (SHIPPED_DIGEST.trim().to_string(), shipped::SHIPPED_MARKERS.len() as u32)
+    (SHIPPED_DIGEST.trim().to_string(), shipped::SHIPPED_PACKED.len() as u32)
 }
 
 /// How many operator lists an instance keeps compiled.
@@ -439,12 +478,12 @@ pub fn operator_tables(list: &[Marker]) -> Arc<Tables> {
 }
 
 /// The shipped tables, as `build.rs` compiled them: nothing is parsed or
-/// built here.
+/// built here; the markers are unpacked, their texts borrowed.
 pub fn tables() -> &'static Tables {
     use shipped::*;
     static TABLES: OnceLock<Tables> = OnceLock::new();
     TABLES.get_or_init(|| Tables {
-        markers: Cow::Borrowed(&SHIPPED_MARKERS),
+        markers: Cow::Owned(SHIPPED_PACKED.iter().map(Packed::unpack).collect()),
         text_index: Cow::Borrowed(&SHIPPED_TEXT_INDEX),
         automaton: Automaton {
             classes: Cow::Borrowed(&SHIPPED_CLASSES),
