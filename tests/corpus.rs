@@ -226,16 +226,17 @@ fn held_back_half_is_measured() {
     assert!(rows.len() >= 400, "{}", rows.len());
     let r = measure("held-back.jsonl (never read to write a rule)", &rows, false);
     assert!(r.all_ok * 100 >= r.rows * 75, "agreement fell below 75 %{}", r.text);
-    // 43 of the ten batches' 2193 rows. Of the first nine batches' 1964: 34
-    // of the first eight before the HTTP status family (docs/markers.md),
+    // 49 of the eleven batches' 2406 rows. Of the first nine batches' 1964:
+    // 34 of the first eight before the HTTP status family (docs/markers.md),
     // which read 9 more real transient failures right and 4 more 5xx that
     // the labels call stable; 2 of the ninth's (3 at its first look, before
     // any rule was written from it); 1 more when Zhipu's codes replaced its
     // Chinese messages as markers (bytes outside ASCII widened every state
-    // of the automaton, 13 KB); 2 fewer after the rules written from the tenth
-    // batch's working half. The tenth's own held-back half brought 4, all of
-    // them there at its first look.
-    assert!(r.false_retries.len() <= 43, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    // of the automaton, 13 KB); 2 fewer after the rules written from the
+    // tenth batch's working half. The tenth's own held-back half brought 4,
+    // all of them there at its first look; the eleventh's 6 (8 at its first
+    // look).
+    assert!(r.false_retries.len() <= 49, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
