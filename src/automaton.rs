@@ -325,8 +325,7 @@ mod tests {
 
     fn shipped_literals() -> Vec<Vec<u8>> {
         crate::markers::tables()
-            .markers
-            .iter()
+            .markers()
             .filter(|m| crate::markers::is_text(m.kind))
             .map(|m| anchor(&m.marker).1.as_bytes().to_vec())
             .collect()

@@ -263,7 +263,7 @@ fn text_candidates(t: &Tables, parts: &[Part]) -> Vec<Candidate> {
     let mut offset = 0usize;
     for part in parts {
         for h in t.scan(part.text) {
-            let m = &t.markers[h.marker];
+            let m = t.marker(h.marker);
             // A neutral marker has hidden the markers inside it and decides nothing.
             if m.class == FailureClass::Indeterminate {
                 continue;
@@ -271,7 +271,7 @@ fn text_candidates(t: &Tables, parts: &[Part]) -> Vec<Candidate> {
             out.push(Candidate {
                 line: Some(line_at(part, h.start)),
                 rank: (Tier::Marker, offset + h.start, std::cmp::Reverse(m.marker.len())),
-                ..Candidate::marker(m, m.marker.to_string(), SignalSource::Marker, Tier::Marker)
+                ..Candidate::marker(&m, m.marker.to_string(), SignalSource::Marker, Tier::Marker)
             });
         }
         offset += part.text.len() + 1;
@@ -285,16 +285,16 @@ fn fact_candidates(t: &Tables, evidence: &Evidence) -> Vec<Candidate> {
     let mut out = Vec::new();
     for (field, value) in [("error-type", &evidence.error_type), ("error-code", &evidence.error_code)] {
         if let Some(i) = value.as_deref().and_then(|v| t.lookup(MarkerMatch::Code, v)) {
-            let m = &t.markers[i];
-            out.push(Candidate::marker(m, format!("{field} {}", m.marker), SignalSource::ErrorCode, Tier::Structured));
+            let m = t.marker(i);
+            out.push(Candidate::marker(&m, format!("{field} {}", m.marker), SignalSource::ErrorCode, Tier::Structured));
         }
     }
     let code_known = !out.is_empty();
     if let Some(status) = evidence.http_status {
         if let Some(i) = t.lookup(MarkerMatch::Http, &status.to_string()) {
-            let m = &t.markers[i];
+            let m = t.marker(i);
             if !code_known || m.class != FailureClass::TransientTransport {
-                out.push(Candidate::marker(m, format!("http {status}"), SignalSource::HttpStatus, Tier::Status));
+                out.push(Candidate::marker(&m, format!("http {status}"), SignalSource::HttpStatus, Tier::Status));
             }
         }
     }
@@ -476,7 +476,7 @@ fn death_note(exit_codes: &[i32], signals: &[String]) -> String {
 fn exit_or_signal(t: &Tables, exit_codes: &[i32], signals: &[String], opts: &Options) -> Option<Candidate> {
     for code in exit_codes {
         if let Some(i) = t.lookup(MarkerMatch::Exit, &code.to_string()) {
-            let class = t.markers[i].class;
+            let class = t.marker(i).class;
             return Some(Candidate::fact(class, format!("exit {code}"), SignalSource::ExitCode, Tier::Exit));
         }
     }

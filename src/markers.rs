@@ -82,7 +82,8 @@ mod shipped {
 /// `Marker` takes 56): its text as a span of `SHIPPED_TEXT`, its shape and
 /// unless as indexes into `SHIPPED_SHAPES` counted from 1 (0: none), and its
 /// flags as bits in `Marker`'s order (weak, generic, throttle, status, near,
-/// frame).
+/// frame). The tables read it in place and unpack one entry when it is
+/// asked for (`Tables::marker`).
 struct Packed {
     text: (u16, u16),
     shape: u16,
@@ -93,13 +94,17 @@ struct Packed {
 }
 
 impl Packed {
+    fn text(&self) -> &'static str {
+        &shipped::SHIPPED_TEXT[self.text.0 as usize..self.text.1 as usize]
+    }
+
     /// The marker, borrowing its texts from the shipped ones.
     fn unpack(&self) -> Marker {
         let shape = |i: u16| (i > 0).then(|| Cow::Borrowed(shipped::SHIPPED_SHAPES[i as usize - 1]));
         let flag = |bit: u8| self.flags & (1 << bit) != 0;
         Marker {
             class: self.class,
-            marker: Cow::Borrowed(&shipped::SHIPPED_TEXT[self.text.0 as usize..self.text.1 as usize]),
+            marker: Cow::Borrowed(self.text()),
             kind: self.kind,
             source: Cow::Borrowed(""),
             weak: flag(0),
@@ -244,9 +249,8 @@ fn extend(marker: &str, text: &[u8], start: usize, end: usize) -> Option<(usize,
 /// The compiled tables: the entries, the automaton of their text markers,
 /// and the shapes compiled so far.
 pub struct Tables {
-    /// The entries; for the shipped tables, unpacked from the crate's, their
-    /// texts borrowed.
-    pub markers: Cow<'static, [Marker]>,
+    /// The entries: [`Tables::marker`] reads one.
+    entries: Entries,
     /// Indexes into `markers` of the text markers, in automaton literal order.
     text_index: Cow<'static, [u16]>,
     automaton: Automaton,
@@ -254,6 +258,13 @@ pub struct Tables {
     /// the first shaped hit.
     compiled: OnceLock<Box<[Compiled]>>,
     pub digest: String,
+}
+
+/// The entries of a table: the shipped ones as `build.rs` packed them, read
+/// in place (a fresh instance unpacks nothing), or an operator's as parsed.
+enum Entries {
+    Packed(&'static [Packed]),
+    Parsed(Vec<Marker>),
 }
 
 /// A text marker found in a text.
@@ -347,12 +358,48 @@ impl Tables {
             text_index.iter().map(|&i| automaton::anchor(&markers[i as usize].marker).1.as_bytes()).collect();
         let automaton = automaton::build(&literals).expect("marker automaton builds");
         Tables {
-            markers: Cow::Owned(markers),
+            entries: Entries::Parsed(markers),
             text_index: Cow::Owned(text_index),
             automaton,
             compiled: OnceLock::new(),
             digest,
         }
+    }
+
+    /// Entry `i`: an operator's as parsed, a shipped one unpacked (no copy of
+    /// its texts).
+    pub fn marker(&self, i: usize) -> Cow<'_, Marker> {
+        match &self.entries {
+            Entries::Packed(p) => Cow::Owned(p[i].unpack()),
+            Entries::Parsed(p) => Cow::Borrowed(&p[i]),
+        }
+    }
+
+    /// What confirming a hit of entry `i` reads first, without unpacking it:
+    /// its text, its match kind, and whether it has neither shape nor unless.
+    fn head(&self, i: usize) -> (&str, MarkerMatch, bool) {
+        match &self.entries {
+            Entries::Packed(p) => (p[i].text(), p[i].kind, p[i].shape == 0 && p[i].unless == 0),
+            Entries::Parsed(p) => (&p[i].marker, p[i].kind, p[i].shape.is_none() && p[i].unless.is_none()),
+        }
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        match &self.entries {
+            Entries::Packed(p) => p.len(),
+            Entries::Parsed(p) => p.len(),
+        }
+    }
+
+    /// Whether the table has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every entry, in order.
+    pub fn markers(&self) -> impl Iterator<Item = Cow<'_, Marker>> + '_ {
+        (0..self.len()).map(|i| self.marker(i))
     }
 
     /// Every text marker in `text`, in order of position. Overlapping matches
@@ -370,7 +417,7 @@ impl Tables {
                 hits.push(Hit { marker: idx, start, end });
             }
         });
-        let weak = |h: &Hit| self.markers[h.marker].weak;
+        let weak = |h: &Hit| self.marker(h.marker).weak;
         let mut kept = outermost(hits.iter().copied().filter(|h| !weak(h)).collect());
         kept.extend(outermost(hits).into_iter().filter(weak));
         kept.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end), h.marker));
@@ -380,24 +427,26 @@ impl Tables {
     /// The whole match of text marker `idx` (literal `p`) around its anchor
     /// at `[start, end)`, if its digits, bounds, verdict form and context fit.
     fn confirm(&self, p: usize, idx: usize, text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
-        let (marker, bytes) = (&self.markers[idx], text.as_bytes());
-        let (start, end) = extend(&marker.marker, bytes, start, end)?;
-        let bounded =
-            marker.kind == MarkerMatch::Substring || word_bounded(bytes, start, end, marker.marker.as_bytes());
-        if !bounded || (marker.kind == MarkerMatch::Line && !verdict(bytes, start, end)) {
+        let ((marker, kind, plain), bytes) = (self.head(idx), text.as_bytes());
+        let (start, end) = extend(marker, bytes, start, end)?;
+        let bounded = kind == MarkerMatch::Substring || word_bounded(bytes, start, end, marker.as_bytes());
+        if !bounded || (kind == MarkerMatch::Line && !verdict(bytes, start, end)) {
             return None;
         }
-        if marker.shape.is_none() && marker.unless.is_none() {
+        if plain {
             return Some((start, end));
         }
         let compiled = self.compiled.get_or_init(|| (0..self.text_index.len()).map(|_| Compiled::default()).collect());
-        fits(marker, &compiled[p], text, start, end).then_some((start, end))
+        fits(&self.marker(idx), &compiled[p], text, start, end).then_some((start, end))
     }
 
     /// The marker of `kind` equal to `value` (case-insensitive, trimmed).
     pub fn lookup(&self, kind: MarkerMatch, value: &str) -> Option<usize> {
         let v = value.trim();
-        self.markers.iter().position(|m| m.kind == kind && m.marker.eq_ignore_ascii_case(v))
+        match &self.entries {
+            Entries::Packed(p) => p.iter().position(|m| m.kind == kind && m.text().eq_ignore_ascii_case(v)),
+            Entries::Parsed(p) => p.iter().position(|m| m.kind == kind && m.marker.eq_ignore_ascii_case(v)),
+        }
     }
 }
 
@@ -477,13 +526,13 @@ pub fn operator_tables(list: &[Marker]) -> Arc<Tables> {
     tables
 }
 
-/// The shipped tables, as `build.rs` compiled them: nothing is parsed or
-/// built here; the markers are unpacked, their texts borrowed.
+/// The shipped tables, as `build.rs` compiled them: nothing is parsed,
+/// built or unpacked here.
 pub fn tables() -> &'static Tables {
     use shipped::*;
     static TABLES: OnceLock<Tables> = OnceLock::new();
     TABLES.get_or_init(|| Tables {
-        markers: Cow::Owned(SHIPPED_PACKED.iter().map(Packed::unpack).collect()),
+        entries: Entries::Packed(&SHIPPED_PACKED),
         text_index: Cow::Borrowed(&SHIPPED_TEXT_INDEX),
         automaton: Automaton {
             classes: Cow::Borrowed(&SHIPPED_CLASSES),
@@ -537,9 +586,9 @@ mod tests {
     #[test]
     fn the_compiled_tables_are_the_written_ones_without_sources() {
         let written = parse(MARKERS_JSONL).unwrap();
-        let shipped = &tables().markers;
+        let shipped = tables();
         assert_eq!(written.len(), shipped.len());
-        for (w, c) in written.iter().zip(shipped.iter()) {
+        for (w, c) in written.iter().zip(shipped.markers()) {
             assert_eq!(Marker { source: Cow::Borrowed(""), ..w.clone() }, *c);
         }
         assert_eq!(tables().digest, hex(&Sha256::digest(MARKERS_JSONL.as_bytes())));
@@ -596,7 +645,7 @@ mod tests {
     fn word_markers_do_not_fire_inside_words() {
         let t = tables();
         let names = |text: &str| -> Vec<String> {
-            t.scan(text).iter().map(|h| t.markers[h.marker].marker.to_string()).collect()
+            t.scan(text).iter().map(|h| t.marker(h.marker).marker.to_string()).collect()
         };
         assert!(names("the latest failed run").iter().all(|m| m != "test failed"));
         assert!(names("2 tests failed").iter().any(|m| m == "tests failed"));
@@ -606,7 +655,7 @@ mod tests {
 
     fn names(text: &str) -> Vec<String> {
         let t = tables();
-        t.scan(text).iter().map(|h| t.markers[h.marker].marker.to_string()).collect()
+        t.scan(text).iter().map(|h| t.marker(h.marker).marker.to_string()).collect()
     }
 
     #[test]
@@ -660,7 +709,7 @@ mod tests {
         let text = line("bc", false) + &line("bcc", true) + &line("bccd", true);
         let t = Tables::build(parse(&text).unwrap(), &text);
         let found =
-            |s: &str| -> Vec<String> { t.scan(s).iter().map(|h| t.markers[h.marker].marker.to_string()).collect() };
+            |s: &str| -> Vec<String> { t.scan(s).iter().map(|h| t.marker(h.marker).marker.to_string()).collect() };
         // The strong `bc` stays inside the weak `bcc`; the weak `bcc` hides in the weak `bccd`.
         assert_eq!(found(" bcc"), ["bcc", "bc"]);
         assert_eq!(found(" bccd"), ["bccd", "bc"]);

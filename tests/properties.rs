@@ -27,7 +27,7 @@ fn cases(n: u32) -> ProptestConfig {
 /// The text markers (substring, word, line) of the shipped tables, filtered.
 fn text_markers(keep: impl Fn(&backstop::markers::Marker) -> bool) -> Vec<usize> {
     let t = tables();
-    (0..t.markers.len()).filter(|&i| is_text(t.markers[i].kind) && keep(&t.markers[i])).collect()
+    (0..t.len()).filter(|&i| is_text(t.marker(i).kind) && keep(&t.marker(i))).collect()
 }
 
 /// A deterministic stream of small random numbers from one seed (splitmix64).
@@ -43,7 +43,7 @@ impl Rng {
 /// `line` markers in capitals (a test runner's verdict is written so), the
 /// others in a random mix of cases.
 fn render(marker: usize, seed: u64) -> String {
-    let m = &tables().markers[marker];
+    let m = tables().marker(marker);
     let mut rng = Rng(seed);
     let mut out = String::new();
     for c in m.marker.chars() {
@@ -148,8 +148,7 @@ struct Facts {
 
 fn code_markers(throttles: bool) -> Vec<String> {
     tables()
-        .markers
-        .iter()
+        .markers()
         .filter(|m| m.kind == MarkerMatch::Code && (throttles || !m.throttle))
         .map(|m| m.marker.to_string())
         .collect()
@@ -272,7 +271,7 @@ proptest! {
         let line = render(marker, seed);
         let e = evidence_with(line.clone(), pos, lines, f, more, g, &facts);
         let c = backstop::classify(&e);
-        prop_assert_ne!(c.class, FailureClass::TransientTransport, "marker {:?} as {:?}: {:?}", tables().markers[marker].marker, line, c.signal);
+        prop_assert_ne!(c.class, FailureClass::TransientTransport, "marker {:?} as {:?}: {:?}", tables().marker(marker).marker, line, c.signal);
         prop_assert!(!c.retryable);
         let d = backstop::next_action(&step_failed(e, attempt, 0, headers)).unwrap();
         prop_assert!(!matches!(d.action, Action::Retry | Action::Resume), "{}", d.record_json);
@@ -326,7 +325,7 @@ proptest! {
     #[test]
     fn a_throttling_server_makes_a_status_a_rate_limit(
         status in select(vec![400u16, 403, 429]),
-        code in select(code_markers(true).into_iter().filter(|c| tables().markers.iter().any(|m| m.throttle && &m.marker == c)).collect::<Vec<_>>()),
+        code in select(code_markers(true).into_iter().filter(|c| tables().markers().any(|m| m.throttle && &m.marker == c)).collect::<Vec<_>>()),
         as_type in any::<bool>(),
         lines in prop::collection::vec("[a-z ]{0,40}", 0..6),
         f in field(),

@@ -99,8 +99,7 @@ fn strength(c: FailureClass) -> u8 {
 impl Naive {
     fn new(t: &Tables) -> Naive {
         let markers = t
-            .markers
-            .iter()
+            .markers()
             .filter(|m| is_text(m.kind))
             .map(|m| {
                 let piece = m.marker.split('#').max_by_key(|p| p.len()).unwrap_or("");
@@ -191,8 +190,7 @@ fn states() -> Vec<(&'static str, State)> {
 /// anchor of each text marker), with no prefilter: one table walk per byte.
 fn bare_dfa() -> aho_corasick::AhoCorasick {
     let literals: Vec<String> = markers::tables()
-        .markers
-        .iter()
+        .markers()
         .filter(|m| is_text(m.kind))
         .map(|m| backstop::automaton::anchor(&m.marker).1.to_string())
         .collect();

@@ -25,13 +25,9 @@ fn cases(n: u32) -> ProptestConfig {
 /// markers of the tables, or a mix of both.
 fn text() -> impl Strategy<Value = String> {
     let markers: Vec<String> =
-        tables().markers.iter().filter(|m| is_text(m.kind)).map(|m| m.marker.replace('#', "42")).collect();
-    let verdicts: Vec<String> = tables()
-        .markers
-        .iter()
-        .filter(|m| m.kind == MarkerMatch::Line)
-        .map(|m| m.marker.to_ascii_uppercase())
-        .collect();
+        tables().markers().filter(|m| is_text(m.kind)).map(|m| m.marker.replace('#', "42")).collect();
+    let verdicts: Vec<String> =
+        tables().markers().filter(|m| m.kind == MarkerMatch::Line).map(|m| m.marker.to_ascii_uppercase()).collect();
     let piece = prop_oneof![
         prop::collection::vec(any::<char>(), 0..60).prop_map(String::from_iter),
         select(markers),
@@ -109,7 +105,7 @@ fn step() -> impl Strategy<Value = m::StepReport> {
 
 fn evidence() -> impl Strategy<Value = m::Evidence> {
     let codes: Vec<String> =
-        tables().markers.iter().filter(|m| m.kind == MarkerMatch::Code).map(|m| m.marker.to_string()).collect();
+        tables().markers().filter(|m| m.kind == MarkerMatch::Code).map(|m| m.marker.to_string()).collect();
     (
         prop::collection::vec(step(), 0..3),
         opt_text(),
