@@ -212,10 +212,12 @@ fn working_half_meets_the_bar() {
     let rows = load("working.jsonl");
     assert!(rows.len() >= 400, "{}", rows.len());
     let r = measure("working.jsonl (rules are written from this half)", &rows, true);
-    // In-sample; the sixth batch, a representative sample, took it from
-    // 90.2 % to 89.5 %, the twelfth to 89.1 % (contested labels are left as
-    // labelled).
-    assert!(r.all_ok * 100 >= r.rows * 89, "agreement below 89 %{}", r.text);
+    // In-sample, a floor against regressions, not a goal: the sixth batch,
+    // a representative sample, took it from 90.2 % to 89.5 %; the twelfth
+    // (applications and agent runs) to 89.1 % and the thirteenth (another
+    // representative sample) to 88.6 %, each after the rules written from
+    // it (contested labels are left as labelled).
+    assert!(r.all_ok * 100 >= r.rows * 88, "agreement below 88 %{}", r.text);
 }
 
 /// The held-back half: no rule was written from it. Its figures are the
@@ -227,7 +229,7 @@ fn held_back_half_is_measured() {
     assert!(rows.len() >= 400, "{}", rows.len());
     let r = measure("held-back.jsonl (never read to write a rule)", &rows, false);
     assert!(r.all_ok * 100 >= r.rows * 75, "agreement fell below 75 %{}", r.text);
-    // 52 of the twelve batches' 2636 rows. Of the first nine batches' 1964:
+    // 55 of the thirteen batches' 2857 rows. Of the first nine batches' 1964:
     // 34 of the first eight before the HTTP status family (docs/markers.md),
     // which read 9 more real transient failures right and 4 more 5xx that
     // the labels call stable; 2 of the ninth's (3 at its first look, before
@@ -237,8 +239,8 @@ fn held_back_half_is_measured() {
     // tenth batch's working half. The tenth's own held-back half brought 4,
     // all of them there at its first look; the eleventh's 6 (8 at its first
     // look), one fewer of the earlier batches' after the twelfth's rules; the
-    // twelfth's 4, as at its first look.
-    assert!(r.false_retries.len() <= 52, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    // twelfth's 4 and the thirteenth's 3, as at their first looks.
+    assert!(r.false_retries.len() <= 55, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
