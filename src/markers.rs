@@ -251,7 +251,7 @@ fn extend(marker: &str, text: &[u8], start: usize, end: usize) -> Option<(usize,
 pub struct Tables {
     /// The entries: [`Tables::marker`] reads one.
     entries: Entries,
-    /// Indexes into `markers` of the text markers, in automaton literal order.
+    /// Indexes into the entries of the text markers, in automaton literal order.
     text_index: Cow<'static, [u16]>,
     automaton: Automaton,
     /// The shapes of each text marker, in automaton literal order, made at
@@ -265,6 +265,15 @@ pub struct Tables {
 enum Entries {
     Packed(&'static [Packed]),
     Parsed(Vec<Marker>),
+}
+
+/// What scanning reads of an entry on every hit (`Tables::head`).
+struct Head<'a> {
+    text: &'a str,
+    kind: MarkerMatch,
+    /// Neither a shape nor an unless: the match alone confirms it.
+    plain: bool,
+    weak: bool,
 }
 
 /// A text marker found in a text.
@@ -375,12 +384,17 @@ impl Tables {
         }
     }
 
-    /// What confirming a hit of entry `i` reads first, without unpacking it:
-    /// its text, its match kind, and whether it has neither shape nor unless.
-    fn head(&self, i: usize) -> (&str, MarkerMatch, bool) {
+    /// What scanning reads of entry `i` on every hit, without unpacking it.
+    fn head(&self, i: usize) -> Head<'_> {
         match &self.entries {
-            Entries::Packed(p) => (p[i].text(), p[i].kind, p[i].shape == 0 && p[i].unless == 0),
-            Entries::Parsed(p) => (&p[i].marker, p[i].kind, p[i].shape.is_none() && p[i].unless.is_none()),
+            Entries::Packed(p) => {
+                let m = &p[i];
+                Head { text: m.text(), kind: m.kind, plain: m.shape == 0 && m.unless == 0, weak: m.flags & 1 != 0 }
+            }
+            Entries::Parsed(p) => {
+                let m = &p[i];
+                Head { text: &m.marker, kind: m.kind, plain: m.shape.is_none() && m.unless.is_none(), weak: m.weak }
+            }
         }
     }
 
@@ -417,7 +431,7 @@ impl Tables {
                 hits.push(Hit { marker: idx, start, end });
             }
         });
-        let weak = |h: &Hit| self.marker(h.marker).weak;
+        let weak = |h: &Hit| self.head(h.marker).weak;
         let mut kept = outermost(hits.iter().copied().filter(|h| !weak(h)).collect());
         kept.extend(outermost(hits).into_iter().filter(weak));
         kept.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end), h.marker));
@@ -427,13 +441,13 @@ impl Tables {
     /// The whole match of text marker `idx` (literal `p`) around its anchor
     /// at `[start, end)`, if its digits, bounds, verdict form and context fit.
     fn confirm(&self, p: usize, idx: usize, text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
-        let ((marker, kind, plain), bytes) = (self.head(idx), text.as_bytes());
-        let (start, end) = extend(marker, bytes, start, end)?;
-        let bounded = kind == MarkerMatch::Substring || word_bounded(bytes, start, end, marker.as_bytes());
-        if !bounded || (kind == MarkerMatch::Line && !verdict(bytes, start, end)) {
+        let (head, bytes) = (self.head(idx), text.as_bytes());
+        let (start, end) = extend(head.text, bytes, start, end)?;
+        let bounded = head.kind == MarkerMatch::Substring || word_bounded(bytes, start, end, head.text.as_bytes());
+        if !bounded || (head.kind == MarkerMatch::Line && !verdict(bytes, start, end)) {
             return None;
         }
-        if plain {
+        if head.plain {
             return Some((start, end));
         }
         let compiled = self.compiled.get_or_init(|| (0..self.text_index.len()).map(|_| Compiled::default()).collect());
@@ -443,10 +457,10 @@ impl Tables {
     /// The marker of `kind` equal to `value` (case-insensitive, trimmed).
     pub fn lookup(&self, kind: MarkerMatch, value: &str) -> Option<usize> {
         let v = value.trim();
-        match &self.entries {
-            Entries::Packed(p) => p.iter().position(|m| m.kind == kind && m.text().eq_ignore_ascii_case(v)),
-            Entries::Parsed(p) => p.iter().position(|m| m.kind == kind && m.marker.eq_ignore_ascii_case(v)),
-        }
+        (0..self.len()).position(|i| {
+            let head = self.head(i);
+            head.kind == kind && head.text.eq_ignore_ascii_case(v)
+        })
     }
 }
 
@@ -609,19 +623,23 @@ mod tests {
         assert!(m.iter().all(|m| !m.source.is_empty()));
     }
 
+    /// The written text markers whose automaton anchor is `bad`.
+    fn shipped_text_markers_whose_anchor(bad: impl Fn(&str) -> bool) -> Vec<String> {
+        let all = parse(MARKERS_JSONL).unwrap();
+        all.iter()
+            .filter(|m| is_text(m.kind) && bad(crate::automaton::anchor(&m.marker).1))
+            .map(|m| m.marker.to_string())
+            .collect()
+    }
+
     /// Every byte of a text marker's automaton prefix is a byte class of the
     /// shipped DFA, and each class widens every state: the Chinese text of
     /// two provider messages once cost 13 KB of the component. Shipped
     /// markers keep their anchors ASCII (a provider's code, not its prose).
     #[test]
     fn shipped_anchor_prefixes_are_ascii() {
-        let all = parse(MARKERS_JSONL).unwrap();
-        let wide: Vec<&str> = all
-            .iter()
-            .filter(|m| matches!(m.kind, MarkerMatch::Substring | MarkerMatch::Word | MarkerMatch::Line))
-            .map(|m| m.marker.as_ref())
-            .filter(|m| !crate::automaton::anchor(m).1.bytes().take(crate::automaton::PREFIX).all(|b| b.is_ascii()))
-            .collect();
+        let wide =
+            shipped_text_markers_whose_anchor(|a| !a.bytes().take(crate::automaton::PREFIX).all(|b| b.is_ascii()));
         assert!(wide.is_empty(), "non-ASCII anchor prefixes: {wide:?}");
     }
 
@@ -631,13 +649,7 @@ mod tests {
     /// `"1113"`), or with `#` and a code-set shape (`codeset.rs`).
     #[test]
     fn shipped_anchors_are_no_bare_numbers() {
-        let all = parse(MARKERS_JSONL).unwrap();
-        let bare: Vec<&str> = all
-            .iter()
-            .filter(|m| matches!(m.kind, MarkerMatch::Substring | MarkerMatch::Word | MarkerMatch::Line))
-            .map(|m| m.marker.as_ref())
-            .filter(|m| crate::automaton::anchor(m).1.trim().bytes().all(|b| b.is_ascii_digit()))
-            .collect();
+        let bare = shipped_text_markers_whose_anchor(|a| a.trim().bytes().all(|b| b.is_ascii_digit()));
         assert!(bare.is_empty(), "anchors that are bare numbers: {bare:?}");
     }
 
