@@ -160,8 +160,8 @@ fn is_text(e: &Map<String, Value>) -> bool {
 }
 
 /// The shipped markers, packed: each is a `Packed` (`src/markers.rs`, 12
-/// bytes against a `Marker`'s 56 in wasm32) that `markers::tables` unpacks
-/// at first use. A marker's text is a span of `TEXT`: a text marker without
+/// bytes against a `Marker`'s 56 in wasm32) that the shipped tables read in
+/// place (`Tables::marker` unpacks one when asked). A marker's text is a span of `TEXT`: a text marker without
 /// `#` is its automaton literal, and `TEXT` begins with the literals
 /// (write_automaton reads them from there), so those bytes are stored once;
 /// the other markers' texts follow. Shapes are indexes into `SHIPPED_SHAPES`
@@ -186,13 +186,12 @@ fn write_markers(out: &mut String, entries: &[Map<String, Value>]) {
         let class = variant(&text(e, "class").expect("every marker has a class"));
         let kind = variant(&text(e, "match").expect("every marker has a match kind"));
         let marker = text(e, "marker").expect("every marker has a marker");
-        let span = if is_text(e) && anchor_piece(e).len() == marker.len() {
-            offset += marker.len();
-            (offset - marker.len(), offset)
+        // A text marker's anchor is the next span of the literals.
+        let piece = if is_text(e) { anchor_piece(e).len() } else { 0 };
+        offset += piece;
+        let span = if is_text(e) && piece == marker.len() {
+            (offset - piece, offset)
         } else {
-            if is_text(e) {
-                offset += anchor_piece(e).len();
-            }
             all.push_str(&marker);
             (all.len() - marker.len(), all.len())
         };
