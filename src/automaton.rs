@@ -1,7 +1,8 @@
 //! The one pass that finds every marker literal in a text: a DFA over the
 //! first [`PREFIX`] bytes of each literal (its "anchor"), walked byte by byte
-//! through two flat tables, and at each prefix match a comparison of the
-//! whole anchors that share that prefix.
+//! through two flat tables; at each prefix match, a test of the next two
+//! bytes against the bytes its literals continue with, and where one may,
+//! a comparison of the whole anchors that share that prefix.
 //!
 //! The DFA is built by the aho-corasick crate (`aho_corasick::dfa::DFA`,
 //! standard semantics, unanchored) and read out state by state into the
@@ -47,6 +48,14 @@ pub struct Automaton {
     /// share a prefix differ from the text right there, and this byte rules
     /// them out without reading the literal.
     pub verify_next: Cow<'static, [u8]>,
+    /// For the `k`th match state, `follow[2 * k]` and `follow[2 * k + 1]`:
+    /// the classes (bit `class % 64`) of the first and the second byte after
+    /// the prefix in its literals, every bit where a literal ends sooner. A
+    /// prefix match whose next two bytes fit neither is no literal's, and the
+    /// walk goes on without a call to verify it: most prefix matches in a
+    /// log are common words (`http`, `work`, `rate`) that no literal
+    /// continues as the text does.
+    pub follow: Cow<'static, [u64]>,
     /// The literals, concatenated; literal `p` is `bytes[ends[p - 1]..ends[p]]`.
     pub literal_bytes: Cow<'static, [u8]>,
     pub literal_ends: Cow<'static, [u32]>,
@@ -129,6 +138,7 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
         match_ends.push(verify.len() as u32);
     }
     let verify_next: Vec<u8> = verify.iter().map(|&p| literals[p as usize].get(PREFIX).copied().unwrap_or(0)).collect();
+    let follow = follow_masks(literals, &match_ends, &verify, &classes);
     let literal_bytes: Vec<u8> = literals.concat();
     let literal_ends: Vec<u32> = literals
         .iter()
@@ -149,9 +159,26 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
         match_ends: Cow::Owned(match_ends),
         verify: Cow::Owned(verify),
         verify_next: Cow::Owned(verify_next),
+        follow: Cow::Owned(follow),
         literal_bytes: Cow::Owned(literal_bytes),
         literal_ends: Cow::Owned(literal_ends),
     })
+}
+
+/// [`Automaton::follow`]: two masks for each match state, of the classes of
+/// the bytes at `PREFIX` and `PREFIX + 1` in its literals (all ones for a
+/// literal that ends before that byte).
+fn follow_masks(literals: &[&[u8]], match_ends: &[u32], verify: &[u16], classes: &[u8; 256]) -> Vec<u64> {
+    let bit = |lit: &[u8], at: usize| lit.get(at).map_or(u64::MAX, |&b| 1 << (classes[b as usize] % 64));
+    let mut from = 0;
+    let mut follow = Vec::with_capacity(match_ends.len() * 2);
+    for &to in match_ends {
+        let group = verify[from..to as usize].iter().map(|&p| literals[p as usize]);
+        follow.push(group.clone().fold(0, |m, lit| m | bit(lit, PREFIX)));
+        follow.push(group.fold(0, |m, lit| m | bit(lit, PREFIX + 1)));
+        from = to as usize;
+    }
+    follow
 }
 
 /// The distinct prefixes, and for each the literals (by index) that start with it.
@@ -221,6 +248,33 @@ fn states<S: Copy + Eq + std::hash::Hash>(
     order
 }
 
+/// Division by a fixed divisor of the numbers it divides exactly (a match
+/// state's row offset by the row width): a shift and a multiplication by the
+/// inverse of the divisor's odd part modulo 2^32, not a `div` instruction.
+#[derive(Clone, Copy)]
+struct ExactDiv {
+    shift: u32,
+    inverse: u32,
+}
+
+impl ExactDiv {
+    fn new(d: u32) -> ExactDiv {
+        let shift = d.trailing_zeros();
+        let odd = d >> shift;
+        // Newton's iteration: an odd number is its own inverse modulo 8, and
+        // each step doubles the bits that are right (3, 6, 12, 24, 48).
+        let mut inverse = odd;
+        for _ in 0..4 {
+            inverse = inverse.wrapping_mul(2u32.wrapping_sub(odd.wrapping_mul(inverse)));
+        }
+        ExactDiv { shift, inverse }
+    }
+
+    fn of(self, n: u32) -> u32 {
+        (n >> self.shift).wrapping_mul(self.inverse)
+    }
+}
+
 impl Automaton {
     /// How many literals the automaton holds.
     pub fn len(&self) -> usize {
@@ -248,28 +302,71 @@ impl Automaton {
     }
 
     fn walk<T: Copy + Into<u32>>(&self, trans: &[T], hay: &[u8], hit: &mut impl FnMut(usize, usize, usize)) {
+        let (mut at, mut state) = (0, self.start as usize);
+        let div = ExactDiv::new(self.stride as u32);
+        while let Some((end, next, k)) = self.advance(trans, hay, at, state, div) {
+            self.verify_at(k, hay, end, hit);
+            (at, state) = (end, next);
+        }
+    }
+
+    /// Walks `hay` from `at` in `state` to the next match state whose
+    /// literals may continue as the text does ([`Automaton::follow`]): the
+    /// end of the prefix, the state and its match number; `None` at the end
+    /// of `hay`. It calls nothing, so in the component, where a call keeps
+    /// few values in registers, the walk keeps its tables in registers.
+    #[inline(never)]
+    fn advance<T: Copy + Into<u32>>(
+        &self,
+        trans: &[T],
+        hay: &[u8],
+        mut at: usize,
+        mut state: usize,
+        div: ExactDiv,
+    ) -> Option<(usize, usize, usize)> {
         let classes = &*self.classes;
-        let first_match = self.first_match as usize;
-        let mut state = self.start as usize;
-        let mut step = |state: &mut usize, b: u8, end: usize| {
-            *state = trans[*state + classes[b as usize] as usize].into() as usize;
-            if *state >= first_match {
-                self.verify_at((*state - first_match) / self.stride, hay, end, hit);
+        // The class of the byte at `i`; past the end any class will do (a
+        // literal that needs a byte there cannot match, and one that ends
+        // sooner has every bit).
+        let class_at = |i: usize| hay.get(i).map_or(0, |&b| classes[b as usize]) % 64;
+        loop {
+            at = self.to_match(trans, hay, at, &mut state)?;
+            let k = div.of((state - self.first_match as usize) as u32) as usize;
+            if (self.follow[2 * k] >> class_at(at)) & (self.follow[2 * k + 1] >> class_at(at + 1)) & 1 != 0 {
+                return Some((at, state, k));
             }
-        };
-        // Eight bytes a round: one loop test (and, in the component, one
-        // interruption check) per round rather than per byte.
-        let mut chunks = hay.chunks_exact(8);
-        let mut at = 0;
-        for chunk in &mut chunks {
+        }
+    }
+
+    /// The transitions alone, from `at` to just after the byte that reaches
+    /// a match state, or `None` at the end of `hay`. Eight bytes a round:
+    /// one loop test (and, in the component, one interruption check) per
+    /// round rather than per byte.
+    #[inline(always)]
+    fn to_match<T: Copy + Into<u32>>(
+        &self,
+        trans: &[T],
+        hay: &[u8],
+        mut at: usize,
+        state: &mut usize,
+    ) -> Option<usize> {
+        let (classes, first_match) = (&*self.classes, self.first_match as usize);
+        while let Some(chunk) = hay.get(at..at + 8) {
             for (j, &b) in chunk.iter().enumerate() {
-                step(&mut state, b, at + j + 1);
+                *state = trans[*state + classes[b as usize] as usize].into() as usize;
+                if *state >= first_match {
+                    return Some(at + j + 1);
+                }
             }
             at += 8;
         }
-        for (j, &b) in chunks.remainder().iter().enumerate() {
-            step(&mut state, b, at + j + 1);
+        for (j, &b) in hay.get(at..)?.iter().enumerate() {
+            *state = trans[*state + classes[b as usize] as usize].into() as usize;
+            if *state >= first_match {
+                return Some(at + j + 1);
+            }
         }
+        None
     }
 
     /// Compares the rest of each literal whose prefix ends at `end` (the
@@ -349,6 +446,16 @@ mod tests {
             assert_eq!(ours(&a, line.as_bytes()), expected, "{line}");
         }
         assert!(hits > 1000, "the corpus holds many literals ({hits})");
+    }
+
+    #[test]
+    fn exact_division_divides_every_multiple() {
+        for d in 1..=600u32 {
+            let div = ExactDiv::new(d);
+            for k in (0..70_000u32).step_by(97).chain([u32::MAX / d]) {
+                assert_eq!(div.of(k * d), k, "{k} * {d}");
+            }
+        }
     }
 
     #[test]

@@ -557,6 +557,7 @@ pub fn tables() -> &'static Tables {
             match_ends: Cow::Borrowed(&SHIPPED_MATCH_ENDS),
             verify: Cow::Borrowed(&SHIPPED_VERIFY),
             verify_next: Cow::Borrowed(&SHIPPED_VERIFY_NEXT),
+            follow: Cow::Borrowed(&SHIPPED_FOLLOW),
             literal_bytes: Cow::Borrowed(SHIPPED_LITERALS),
             literal_ends: Cow::Borrowed(&SHIPPED_LITERAL_ENDS),
         },
