@@ -45,6 +45,15 @@ if (first.class !== 'transient_transport') {
   throw new Error(`js classify decided ${first.class}, expected transient_transport`);
 }
 const [steadyNs, perBatch] = perCallNs(() => backstop.classify(evidence));
+// The parts of that call: the wrapper's JSON.stringify and JSON.parse, and
+// jco's generated function for `classify-json` (its glue and the component).
+const { engine } = await import('../host-js/gen/backstop.js');
+const text = JSON.stringify(evidence);
+const answer = engine.classifyJson(text);
+if (JSON.parse(answer).class !== first.class) throw new Error('the JSON function answers as the wrapper');
+const [stringifyNs] = perCallNs(() => JSON.stringify(evidence));
+const [jsonFunctionNs] = perCallNs(() => engine.classifyJson(text));
+const [parseNs] = perCallNs(() => JSON.parse(answer));
 const jco = JSON.parse(readFileSync(new URL('../host-js/node_modules/@bytecodealliance/jco/package.json', import.meta.url), 'utf8')).version;
 const result = {
   host: 'js',
@@ -55,6 +64,9 @@ const result = {
   batches: BATCHES,
   import_ns: importNs,
   first_call_ns: firstCallNs,
+  stringify_ns: stringifyNs,
+  json_function_ns: jsonFunctionNs,
+  parse_ns: parseNs,
 };
 writeFileSync(join(out, 'js.json'), JSON.stringify(result, null, 2));
 console.log(`js: 2 KiB classify ${(steadyNs / 1000).toFixed(1)} us/call (median of ${BATCHES} batches of ${perBatch})`);
