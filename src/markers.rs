@@ -142,6 +142,12 @@ enum Shape {
 /// only for the ones it meets.
 type Compiled = (OnceLock<Shape>, OnceLock<Regex>);
 
+/// A plain text marker's slot in [`Tables::compiled`]: none.
+const NO_SLOT: u16 = u16::MAX;
+
+/// Each automaton literal's slot, and the compiled shapes of the slots.
+type Slots = (Box<[u16]>, Box<[Compiled]>);
+
 /// Whether the context of the hit at `[start, end)` of `text` fits `m`'s
 /// shape and unless. The context is read ASCII-lower-cased, and only when
 /// an expression needs it.
@@ -254,9 +260,12 @@ pub struct Tables {
     /// Indexes into the entries of the text markers, in automaton literal order.
     text_index: Cow<'static, [u16]>,
     automaton: Automaton,
-    /// The shapes of each text marker, in automaton literal order, made at
-    /// the first shaped hit.
-    compiled: OnceLock<Box<[Compiled]>>,
+    /// The shapes of the text markers that have one, made at the first
+    /// shaped hit: for each automaton literal its slot (`NO_SLOT` for a
+    /// plain marker), and the slots. Only about one text marker in six has
+    /// a shape or an unless, and a fresh instance that built a slot for
+    /// every one spent most of its first call doing so.
+    compiled: OnceLock<Slots>,
     pub digest: String,
 }
 
@@ -450,8 +459,26 @@ impl Tables {
         if head.plain {
             return Some((start, end));
         }
-        let compiled = self.compiled.get_or_init(|| (0..self.text_index.len()).map(|_| Compiled::default()).collect());
-        fits(&self.marker(idx), &compiled[p], text, start, end).then_some((start, end))
+        let (slots, compiled) = self.compiled.get_or_init(|| self.shape_slots());
+        fits(&self.marker(idx), &compiled[slots[p] as usize], text, start, end).then_some((start, end))
+    }
+
+    /// [`Tables::compiled`]'s slots: one for each text marker with a shape
+    /// or an unless, in automaton literal order.
+    fn shape_slots(&self) -> Slots {
+        let mut shaped = 0u16;
+        let slots = self
+            .text_index
+            .iter()
+            .map(|&idx| match self.head(idx as usize).plain {
+                true => NO_SLOT,
+                false => {
+                    shaped += 1;
+                    shaped - 1
+                }
+            })
+            .collect();
+        (slots, (0..shaped).map(|_| Compiled::default()).collect())
     }
 
     /// The marker of `kind` equal to `value` (case-insensitive, trimmed).
