@@ -13,8 +13,8 @@
 //! aho-corasick has no serialized form. A full DFA of the ~580 shipped
 //! literals would take about 2 MiB (9,000 states, 56 byte classes, u32 ids),
 //! twice the component's whole size budget; the prefix DFA of the ~1,000
-//! shipped literals takes about 100 KB (its two follow masks a state 7 KB
-//! more) and scans as fast, because it stays in cache. Operator markers and test tables
+//! shipped literals takes about 100 KB, and its follow masks (two for each
+//! match state) 7 KB more; it scans as fast, because it stays in cache. Operator markers and test tables
 //! build the same tables at run time with [`build`].
 //!
 //! Plain Rust, no I/O; it compiles both into the crate and into `build.rs`.
