@@ -449,6 +449,24 @@ mod tests {
         assert!(hits > 1000, "the corpus holds many literals ({hits})");
     }
 
+    /// A prefix match whose next two bytes no literal of its group
+    /// continues with is passed over without a verification; one that may
+    /// continue stops the walk for one.
+    #[test]
+    fn the_walk_stops_only_where_a_literal_may_continue() {
+        let a = build(&[b"abcdef", b"abcdgh", b"efgh"]).unwrap();
+        let Trans::Narrow(trans) = &a.trans else { panic!("a small automaton is narrow") };
+        let div = ExactDiv::new(a.stride as u32);
+        let stops = |hay: &[u8]| a.advance(trans, hay, 0, a.start as usize, div).map(|(end, _, _)| end);
+        assert_eq!(stops(b"xabcdefx"), Some(5), "abcd then e f: abcdef may follow");
+        assert_eq!(stops(b"xabcdghx"), Some(5), "abcd then g h: abcdgh may follow");
+        // Each mask holds the bytes of every literal of the group at its
+        // position, so only a byte that no literal has there rules a match out.
+        assert_eq!(stops(b"xabcdaax"), None, "abcd then a a: no literal continues so");
+        assert_eq!(stops(b"xabcd"), None, "abcd at the end: every literal is longer");
+        assert_eq!(stops(b"efgh"), Some(4), "efgh is a whole literal");
+    }
+
     #[test]
     fn exact_division_divides_every_multiple() {
         for d in 1..=600u32 {
