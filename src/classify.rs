@@ -31,9 +31,10 @@
 //!    a marker, and among markers the earliest, then the longest.
 //!    A throttle that decides and whose text states a wait of at least
 //!    [`LONG_WAIT`] (`Try again in 24h`, `retry in 15 minutes`), or a wait
-//!    until a stated date (`try again after Mon, 13 Jul 2026 19:14 GMT`), is a
-//!    usage limit: retries inside the transport budget cannot outlast it,
-//!    waiting for the reset can.
+//!    until a stated date (`try again after Mon, 13 Jul 2026 19:14 GMT`), or,
+//!    stating no wait, a window of an hour or more (`tokens per day`, `in 1
+//!    hour`), is a usage limit: retries inside the transport budget cannot
+//!    outlast it, waiting for the reset can.
 //! 7. Weak markers decide only when nothing else does.
 //! 8. Exit codes and signals count only when the text and facts say nothing.
 //! 9. The server's word: `x-should-retry: true` makes an `indeterminate` or
@@ -379,7 +380,8 @@ fn server_word(best: Option<Candidate>, hints: &[ServerHint]) -> Option<Candidat
 
 /// A deciding throttle whose text states a wait of at least [`LONG_WAIT`],
 /// or, stating no wait, a reset on a named date (servers state a short wait
-/// in seconds, not as a day): the usage limit it is, with the same signal.
+/// in seconds, not as a day) or a window of an hour or more (`tokens per
+/// day`, `in 1 hour`): the usage limit it is, with the same signal.
 /// The reset it reads is kept in `read` for `finish`.
 fn long_wait(best: Option<Candidate>, parts: &[Part], read: &mut Option<reset::Reset>) -> Option<Candidate> {
     let c = best?;
@@ -389,7 +391,7 @@ fn long_wait(best: Option<Candidate>, parts: &[Part], read: &mut Option<reset::R
     let reset = read.insert(reset_of(parts));
     let long = match reset.after {
         Some(wait) => wait >= LONG_WAIT,
-        None => reset.dated,
+        None => reset.dated || reset.long_window,
     };
     Some(if long { Candidate { class: FailureClass::UsageLimit, ..c } } else { c })
 }

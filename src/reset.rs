@@ -28,6 +28,11 @@ pub struct Reset {
     /// `try again after Mon, 13 Jul 2026 19:14:55 GMT`), whether or not it
     /// names one instant: a wait that runs to a stated day.
     pub dated: bool,
+    /// The text names the window the limit counts over as an hour or longer
+    /// (`tokens per day (TPD)`, `Too many requests in 1 hour`, Google's quota
+    /// id `...PerDayPerProjectPerModel-FreeTier`): a window that does not
+    /// clear within the transport budget.
+    pub long_window: bool,
 }
 
 struct Patterns {
@@ -41,6 +46,7 @@ struct Patterns {
     dated: Regex,
     relative: Regex,
     unit: Regex,
+    long_window: Regex,
 }
 
 fn patterns() -> &'static Patterns {
@@ -62,6 +68,10 @@ fn patterns() -> &'static Patterns {
         .unwrap(),
         relative: Regex::new(r"(?i)\b(?:in|after)\s+((?:\d{1,6}\s*(?:days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|d|h|m|s)\b[\s,]*(?:and\s+)?)+)").unwrap(),
         unit: Regex::new(r"(?i)(\d{1,6})\s*(days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|d|h|m|s)\b").unwrap(),
+        long_window: Regex::new(
+            r"(?i)\b(?:per|an?|each|every|1|one)\s+(?:day|hour|24\s*h(?:ours?)?)\b|/\s*(?:day|hour|hr)\b|per(?:day|hour)|\b(?:rpd|tpd|daily|hourly)\b",
+        )
+        .unwrap(),
     })
 }
 
@@ -84,6 +94,7 @@ pub fn find_reset(texts: &[&str]) -> Reset {
         }
     }
     out.dated = out.hint.as_deref().is_some_and(|h| p.date.is_match(h));
+    out.long_window = texts.iter().any(|t| p.long_window.is_match(t));
     out
 }
 
@@ -182,6 +193,28 @@ mod tests {
         let r = find_reset(&["Your limit will reset at 2026-05-13 07:38:08"]);
         assert_eq!(r.at, None);
         assert!(r.hint.unwrap().contains("2026-05-13 07:38:08"));
+    }
+
+    #[test]
+    fn a_window_of_an_hour_or_more_is_long() {
+        for text in [
+            "Rate limit reached for gpt-3.5-turbo on tokens per day (TPD): Limit 200000",
+            "Too many requests in 1 hour. Try again later.",
+            "quotaId: GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+            "limit of 100 requests/day reached",
+            "the hourly limit is spent",
+        ] {
+            assert!(find_reset(&[text]).long_window, "{text}");
+        }
+        for text in [
+            "quotaId: GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+            "Rate limit reached on requests per min (RPM): Limit 3",
+            "limit of 10 requests/second",
+            "Too many requests. Try again later.",
+            "the day's build of everyday tooling",
+        ] {
+            assert!(!find_reset(&[text]).long_window, "{text}");
+        }
     }
 
     #[test]
