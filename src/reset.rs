@@ -69,7 +69,7 @@ fn patterns() -> &'static Patterns {
         relative: Regex::new(r"(?i)\b(?:in|after)\s+((?:\d{1,6}\s*(?:days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|d|h|m|s)\b[\s,]*(?:and\s+)?)+)").unwrap(),
         unit: Regex::new(r"(?i)(\d{1,6})\s*(days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|d|h|m|s)\b").unwrap(),
         long_window: Regex::new(
-            r"(?i)\b(?:per|an?|each|every|1|one)\s+(?:day|hour|24\s*h(?:ours?)?)\b|/\s*(?:day|hour|hr)\b|per(?:day|hour)|\b(?:rpd|tpd|daily|hourly)\b",
+            r"(?i)\b(?:per|each|every)\s+(?:day|hour)\b|\bin (?:1|one|an) hour\b|/\s*(?:day|hour|hr)\b|per(?:day|hour)|\b(?:daily|hourly) (?:limit|quota|cap|allowance|requests?|tokens?)\b",
         )
         .unwrap(),
     })
@@ -212,6 +212,7 @@ mod tests {
             "limit of 10 requests/second",
             "Too many requests. Try again later.",
             "the day's build of everyday tooling",
+            "rpd and a day and daily",
         ] {
             assert!(!find_reset(&[text]).long_window, "{text}");
         }
