@@ -18,9 +18,6 @@
 //! it is longer than any ceiling, never dropped. A negative or unparseable hint is not used and
 //! is listed, with why, among the ignored hints.
 
-use time::format_description::well_known::{Rfc2822, Rfc3339};
-use time::{OffsetDateTime, PrimitiveDateTime};
-
 use crate::model::{Classification, Duration, Header, HintKind, ServerHint, Timestamp, NANOS_PER_MILLI, NANOS_PER_SEC};
 use crate::text::head;
 
@@ -241,38 +238,7 @@ pub fn http_date(v: &str) -> Option<Timestamp> {
     if v.len() > 64 {
         return None;
     }
-    let gmt;
-    let v = match v.strip_suffix(" UTC") {
-        Some(rest) => {
-            gmt = format!("{rest} GMT");
-            gmt.as_str()
-        }
-        None => v,
-    };
-    let dt = OffsetDateTime::parse(v, &Rfc2822).ok().or_else(|| rfc850(v)).or_else(|| {
-        // Compiled with the crate: no format parser in the component.
-        let asctime = time::macros::format_description!(
-            "[weekday repr:short] [month repr:short] [day padding:space] [hour]:[minute]:[second] [year]"
-        );
-        PrimitiveDateTime::parse(v, &asctime).ok().map(|p| p.assume_utc())
-    })?;
-    u64::try_from(dt.unix_timestamp_nanos() / 1_000_000).ok()
-}
-
-/// `Sunday, 06-Nov-94 08:49:37 GMT`: read as the RFC 2822 date `06 Nov 1994
-/// 08:49:37 GMT` (the weekday is optional there). A two-digit year below 70 is
-/// 20xx, else 19xx.
-fn rfc850(v: &str) -> Option<OffsetDateTime> {
-    let (_, rest) = v.split_once(", ")?;
-    let (date, clock) = rest.split_once(' ')?;
-    let mut it = date.split('-');
-    let (day, month, yy) = (it.next()?, it.next()?, it.next()?);
-    if it.next().is_some() || yy.len() != 2 || !yy.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let yy: u32 = yy.parse().ok()?;
-    let year = if yy < 70 { 2000 + yy } else { 1900 + yy };
-    OffsetDateTime::parse(&format!("{day} {month} {year} {clock}"), &Rfc2822).ok()
+    u64::try_from(crate::civil::http_date(v)?).ok()
 }
 
 /// An instant: epoch seconds (10 digits or fewer), epoch milliseconds (13
@@ -289,8 +255,7 @@ pub fn instant(v: &str) -> Option<Timestamp> {
             _ => None,
         };
     }
-    let dt = OffsetDateTime::parse(v, &Rfc3339).ok()?;
-    u64::try_from(dt.unix_timestamp_nanos() / 1_000_000).ok()
+    u64::try_from(crate::civil::rfc3339(v)?).ok()
 }
 
 #[cfg(test)]

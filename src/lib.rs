@@ -7,6 +7,7 @@
 pub mod automaton;
 pub mod backoff;
 pub mod breaker;
+pub mod civil;
 pub mod classify;
 pub mod codeset;
 pub mod config;

@@ -7,8 +7,6 @@
 use std::sync::OnceLock;
 
 use regex_lite::Regex;
-use time::format_description::well_known::Rfc3339;
-use time::OffsetDateTime;
 
 use crate::model::{Duration, Timestamp, NANOS_PER_SEC};
 use crate::text::head;
@@ -130,9 +128,7 @@ fn dated(p: &Patterns, text: &str) -> Option<Timestamp> {
         z => z.to_string(),
     };
     let when = if when.len() == 16 { format!("{when}:00") } else { when };
-    let dt = OffsetDateTime::parse(&format!("{when}{zone}"), &Rfc3339).ok()?;
-    let ms = dt.unix_timestamp_nanos() / 1_000_000;
-    u64::try_from(ms).ok()
+    u64::try_from(crate::civil::rfc3339(&format!("{when}{zone}"))?).ok()
 }
 
 fn after(p: &Patterns, text: &str, hint: Option<&str>) -> Option<Duration> {

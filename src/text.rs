@@ -1,8 +1,6 @@
 //! Text helpers for reasonings and records: cutting text on character
 //! boundaries, durations and instants for people, plurals. No policy here.
 
-use time::OffsetDateTime;
-
 use crate::model::{Timestamp, NANOS_PER_MILLI, NANOS_PER_SEC};
 
 const SEC: u64 = NANOS_PER_SEC;
@@ -58,18 +56,7 @@ pub fn human(ns: u64) -> String {
 
 /// An instant as `2026-09-21T12:00:00Z` (UTC, whole seconds), for reasonings.
 pub fn format_utc(ms: Timestamp) -> String {
-    match OffsetDateTime::from_unix_timestamp((ms / 1000) as i64) {
-        Ok(t) => format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-            t.year(),
-            t.month() as u8,
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        ),
-        Err(_) => format!("{ms} ms after the epoch"),
-    }
+    crate::civil::format_utc(ms)
 }
 
 /// `1 attempt`, `2 attempts`: the count and the word, plural unless the count is 1.
