@@ -528,13 +528,27 @@ fn word_bounded(text: &[u8], start: usize, end: usize, marker: &[u8]) -> bool {
     // A `#` at either end stands for digits, which are word characters.
     let first = marker.first().map(|&b| if b == b'#' { b'0' } else { b }).unwrap_or(b' ');
     let last = marker.last().map(|&b| if b == b'#' { b'0' } else { b }).unwrap_or(b' ');
-    if is_word(first) && start > 0 && is_word(text[start - 1]) {
+    if is_word(first) && start > 0 && is_word(text[start - 1]) && !after_escape(text, start) {
         return false;
     }
     if is_word(last) && end < text.len() && is_word(text[end]) {
         return false;
     }
     true
+}
+
+/// Whether `start` follows a JSON or C string escape of a blank (`\n`, `\r`,
+/// `\t`): a response body quoted inside a message (`"...details.)\nTry again
+/// in 20 minutes"`) keeps its line breaks as two bytes, and the word after one
+/// begins there as it would after the line break it stands for. The backslash
+/// must not be escaped itself (an odd run of them; runs are counted up to 16
+/// bytes, so a hit's check stays bounded).
+fn after_escape(text: &[u8], start: usize) -> bool {
+    if start < 2 || !matches!(text[start - 1], b'n' | b'r' | b't') {
+        return false;
+    }
+    let run = text[..start - 1].iter().rev().take(16).take_while(|&&b| b == b'\\').count();
+    run % 2 == 1
 }
 
 fn hex(bytes: &[u8]) -> String {

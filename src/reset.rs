@@ -50,7 +50,7 @@ struct Patterns {
 fn patterns() -> &'static Patterns {
     static P: OnceLock<Patterns> = OnceLock::new();
     P.get_or_init(|| Patterns {
-        hint: Regex::new(r"(?i)\b(?:resets?(?:\s+at)?|try again (?:in|at|after)|retry (?:in|at|after))\s+([^\n\r]+)").unwrap(),
+        hint: Regex::new(r"(?i)(?:\b|\\[nrt])((?:resets?(?:\s+at)?|try again (?:in|at|after)|retry (?:in|at|after)|expected available in)\s+[^\n\r]+)").unwrap(),
         clock: Regex::new(r"(?i)\b\d{1,2}(?::\d{2}(?::\d{2})?\s*(?:am|pm)?|\s*(?:am|pm))\b|\b(?:midnight|noon)\b").unwrap(),
         zone: Regex::new(r"(?i)\b(?:utc|gmt|z|[pmce][sd]t|cet|cest|bst|ist|jst|aest|aedt)\b|[+-]\d{2}:?\d{2}\b|\b[a-z]+/[a-z_]+\b|\b(?:pacific|eastern|central|mountain) time\b").unwrap(),
         date: Regex::new(
@@ -80,7 +80,7 @@ pub fn find_reset(texts: &[&str]) -> Reset {
     for text in texts {
         if out.hint.is_none() {
             if let Some(c) = p.hint.captures(text) {
-                let whole = c.get(0).unwrap().as_str().trim();
+                let whole = c.get(1).unwrap().as_str().trim();
                 out.hint = Some(head(whole, MAX_HINT).trim().to_string());
             }
         }
