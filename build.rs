@@ -250,6 +250,7 @@ fn write_automaton(out: &mut String, entries: &[Map<String, Value>]) {
     array(out, "SHIPPED_VERIFY", "u16", &a.verify);
     array(out, "SHIPPED_VERIFY_NEXT", "u8", &a.verify_next);
     array(out, "SHIPPED_FOLLOW", "u64", &a.follow);
+    array(out, "SHIPPED_RESUME", "u32", &a.resume);
     array(out, "SHIPPED_LITERAL_ENDS", "u32", &a.literal_ends);
     // The literals are the first bytes of the markers' text (write_markers).
     assert_eq!(a.literal_bytes[..], literals.concat()[..], "the automaton's literals are the anchors in order");

@@ -12,10 +12,13 @@
 //! fresh instance loads them without parsing or building anything, and
 //! aho-corasick has no serialized form. A full DFA of the ~580 shipped
 //! literals would take about 2 MiB (9,000 states, 56 byte classes, u32 ids),
-//! twice the component's whole size budget; the prefix DFA of the ~1,000
-//! shipped literals takes about 100 KB, and its follow masks (two for each
-//! match state) 7 KB more; it scans as fast, because it stays in cache. Operator markers and test tables
-//! build the same tables at run time with [`build`].
+//! twice the component's whole size budget. The prefix DFA of the 1,654
+//! shipped literals has 1,159 states of 53 byte classes, and only the 645
+//! that are not match states have a row (68 KB of u16): a match state at
+//! the end of a prefix moves on as a shorter state does, so it borrows that
+//! row ([`Automaton::resume`]). Its follow masks (two for each match state)
+//! take 8 KB more, and all of it stays in cache. Operator markers and test tables build the same tables
+//! at run time with [`build`].
 //!
 //! Plain Rust, no I/O; it compiles both into the crate and into `build.rs`.
 
@@ -34,13 +37,21 @@ pub struct Automaton {
     pub classes: Cow<'static, [u8; 256]>,
     /// How many classes there are: the width of a row of `trans`.
     pub stride: usize,
-    /// The next state, at `state + class`: a state is the offset of its row
-    /// (its number times `stride`), so a step is one addition and one load.
-    /// The states from `first_match` on are match states.
+    /// The next state, at `state + class`: a state that is not a match
+    /// state is the offset of its row (its row number times `stride`), so a
+    /// step is one addition and one load. A value from `first_match` on is
+    /// match state `value - first_match`, which has no row: the walk stops
+    /// there anyway, and goes on from the row `resume` names.
     pub trans: Trans,
     pub start: u32,
     pub first_match: u32,
-    /// For the `k`th match state (row `first_match + k * stride`), the literals to compare whole are
+    /// For the `k`th match state, the offset of a row with its transitions.
+    /// A match state at the end of a prefix (most of them) moves as the
+    /// longest suffix of the prefix that another prefix starts with does, so
+    /// its row is that state's, and stored once; a match state that has no
+    /// such twin gets a row of its own after the others.
+    pub resume: Cow<'static, [u32]>,
+    /// For the `k`th match state (`first_match + k`), the literals to compare whole are
     /// `verify[ends[k - 1]..ends[k]]` (from 0 for k = 0).
     pub match_ends: Cow<'static, [u32]>,
     pub verify: Cow<'static, [u16]>,
@@ -62,8 +73,9 @@ pub struct Automaton {
     pub literal_ends: Cow<'static, [u32]>,
 }
 
-/// The transition table: 16-bit offsets when every row offset fits in
-/// them (the shipped tables: half the bytes in the component), 32-bit otherwise.
+/// The transition table: 16-bit values when every row offset and match
+/// state fits in them (the shipped tables, whose 16-bit table takes half
+/// the bytes a 32-bit one would), 32-bit otherwise.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Trans {
     Narrow(Cow<'static, [u16]>),
@@ -124,13 +136,18 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
     if order.len() > u16::MAX as usize {
         return Err(format!("the prefix automaton needs {} states, at most {} fit", order.len(), u16::MAX));
     }
-    let row = |i: usize| (i * stride) as u32;
-    let index: std::collections::HashMap<_, u32> = order.iter().enumerate().map(|(i, &s)| (s, row(i))).collect();
-    let mut trans = Vec::with_capacity(order.len() * stride);
-    for &sid in &order {
+    let first_match = order.iter().position(|&s| dfa.is_match(s)).unwrap_or(order.len());
+    let (rows, resume) = rows(&order, first_match, &reps, next);
+    let id = |i: usize| match i < first_match {
+        true => (i * stride) as u32,
+        false => (rows.len() * stride + i - first_match) as u32,
+    };
+    let index: std::collections::HashMap<_, u32> = order.iter().enumerate().map(|(i, &s)| (s, id(i))).collect();
+    let mut trans = Vec::with_capacity(rows.len() * stride);
+    for &sid in &rows {
         trans.extend(reps.iter().map(|&b| index[&next(sid, b)]));
     }
-    let first_match = order.iter().position(|&s| dfa.is_match(s)).unwrap_or(order.len());
+    let resume: Vec<u32> = resume.iter().map(|&r| (r * stride) as u32).collect();
     let (mut match_ends, mut verify) = (Vec::new(), Vec::new());
     for &sid in &order[first_match..] {
         for k in 0..dfa.match_len(sid) {
@@ -156,7 +173,8 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
             false => Trans::Wide(Cow::Owned(trans)),
         },
         start: index[&start],
-        first_match: row(first_match),
+        first_match: (rows.len() * stride) as u32,
+        resume: Cow::Owned(resume),
         match_ends: Cow::Owned(match_ends),
         verify: Cow::Owned(verify),
         verify_next: Cow::Owned(verify_next),
@@ -164,6 +182,31 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
         literal_bytes: Cow::Owned(literal_bytes),
         literal_ends: Cow::Owned(literal_ends),
     })
+}
+
+/// The states that get a row, and for each match state the row it goes on
+/// from ([`Automaton::resume`]): every state before `first_match` (the
+/// states that are not match states), then a row for each match state whose
+/// transitions no earlier row has.
+fn rows<S: Copy + Eq + std::hash::Hash>(
+    order: &[S],
+    first_match: usize,
+    reps: &[u8],
+    next: impl Fn(S, u8) -> S,
+) -> (Vec<S>, Vec<usize>) {
+    let mut rows = order[..first_match].to_vec();
+    let transitions = |sid: S| reps.iter().map(|&b| next(sid, b)).collect::<Vec<S>>();
+    let mut by_transitions: std::collections::HashMap<Vec<S>, usize> =
+        rows.iter().enumerate().map(|(i, &sid)| (transitions(sid), i)).collect();
+    let mut resume = Vec::with_capacity(order.len() - first_match);
+    for &sid in &order[first_match..] {
+        let r = *by_transitions.entry(transitions(sid)).or_insert_with(|| {
+            rows.push(sid);
+            rows.len() - 1
+        });
+        resume.push(r);
+    }
+    (rows, resume)
 }
 
 /// [`Automaton::follow`]: two masks for each match state, of the classes of
@@ -249,33 +292,6 @@ fn states<S: Copy + Eq + std::hash::Hash>(
     order
 }
 
-/// Division by a fixed divisor of the numbers it divides exactly (a match
-/// state's row offset by the row width): a shift and a multiplication by the
-/// inverse of the divisor's odd part modulo 2^32, not a `div` instruction.
-#[derive(Clone, Copy)]
-struct ExactDiv {
-    shift: u32,
-    inverse: u32,
-}
-
-impl ExactDiv {
-    fn new(d: u32) -> ExactDiv {
-        let shift = d.trailing_zeros();
-        let odd = d >> shift;
-        // Newton's iteration: an odd number is its own inverse modulo 8, and
-        // each step doubles the bits that are right (3, 6, 12, 24, 48).
-        let mut inverse = odd;
-        for _ in 0..4 {
-            inverse = inverse.wrapping_mul(2u32.wrapping_sub(odd.wrapping_mul(inverse)));
-        }
-        ExactDiv { shift, inverse }
-    }
-
-    fn of(self, n: u32) -> u32 {
-        (n >> self.shift).wrapping_mul(self.inverse)
-    }
-}
-
 impl Automaton {
     /// How many literals the automaton holds.
     pub fn len(&self) -> usize {
@@ -304,8 +320,7 @@ impl Automaton {
 
     fn walk<T: Copy + Into<u32>>(&self, trans: &[T], hay: &[u8], hit: &mut impl FnMut(usize, usize, usize)) {
         let (mut at, mut state) = (0, self.start as usize);
-        let div = ExactDiv::new(self.stride as u32);
-        while let Some((end, next, k)) = self.advance(trans, hay, at, state, div) {
+        while let Some((end, next, k)) = self.advance(trans, hay, at, state) {
             self.verify_at(k, hay, end, hit);
             (at, state) = (end, next);
         }
@@ -313,7 +328,7 @@ impl Automaton {
 
     /// Walks `hay` from `at` in `state` to the next match state whose
     /// literals may continue as the text does ([`Automaton::follow`]): the
-    /// end of the prefix, the state and its match number; `None` at the end
+    /// end of the prefix, the row to go on from and the match number; `None` at the end
     /// of `hay`. It calls nothing, so in the component, where a call keeps
     /// few values in registers, the walk keeps its tables in registers.
     #[inline(never)]
@@ -323,7 +338,6 @@ impl Automaton {
         hay: &[u8],
         mut at: usize,
         mut state: usize,
-        div: ExactDiv,
     ) -> Option<(usize, usize, usize)> {
         let classes = &*self.classes;
         // The class of the byte at `i`; past the end any class will do (a
@@ -332,7 +346,8 @@ impl Automaton {
         let class_at = |i: usize| hay.get(i).map_or(0, |&b| classes[b as usize]) % 64;
         loop {
             at = self.to_match(trans, hay, at, &mut state)?;
-            let k = div.of((state - self.first_match as usize) as u32) as usize;
+            let k = state - self.first_match as usize;
+            state = self.resume[k] as usize;
             if (self.follow[2 * k] >> class_at(at)) & (self.follow[2 * k + 1] >> class_at(at + 1)) & 1 != 0 {
                 return Some((at, state, k));
             }
@@ -456,8 +471,7 @@ mod tests {
     fn the_walk_stops_only_where_a_literal_may_continue() {
         let a = build(&[b"abcdef", b"abcdgh", b"efgh"]).unwrap();
         let Trans::Narrow(trans) = &a.trans else { panic!("a small automaton is narrow") };
-        let div = ExactDiv::new(a.stride as u32);
-        let stops = |hay: &[u8]| a.advance(trans, hay, 0, a.start as usize, div).map(|(end, _, _)| end);
+        let stops = |hay: &[u8]| a.advance(trans, hay, 0, a.start as usize).map(|(end, _, _)| end);
         assert_eq!(stops(b"xabcdefx"), Some(5), "abcd then e f: abcdef may follow");
         assert_eq!(stops(b"xabcdghx"), Some(5), "abcd then g h: abcdgh may follow");
         // Each mask holds the bytes of every literal of the group at its
@@ -467,14 +481,19 @@ mod tests {
         assert_eq!(stops(b"efgh"), Some(4), "efgh is a whole literal");
     }
 
+    /// A match state at the end of a prefix borrows the row of the state of
+    /// its longest suffix; one that a longer prefix goes on from (`ab` in
+    /// `abcd`) gets a row of its own.
     #[test]
-    fn exact_division_divides_every_multiple() {
-        for d in 1..=600u32 {
-            let div = ExactDiv::new(d);
-            for k in (0..70_000u32).step_by(97).chain([u32::MAX / d]) {
-                assert_eq!(div.of(k * d), k, "{k} * {d}");
-            }
-        }
+    fn match_states_borrow_rows_unless_a_prefix_goes_on() {
+        let a = build(&[b"abcd", b"bcdx"]).unwrap();
+        // Rows: start, a, ab, abc, b, bc, bcd; `abcd` moves as `bcd` and
+        // `bcdx` as the start state.
+        assert_eq!((a.trans.len() / a.stride, a.resume.len()), (7, 2));
+        assert_eq!(ours(&a, b"abcdx"), vec![(0, 0, 4), (1, 1, 5)]);
+        let a = build(&[b"ab", b"abcd"]).unwrap();
+        assert_eq!((a.trans.len() / a.stride, a.resume.len()), (4, 2), "start, a, abc and a row for ab");
+        assert_eq!(ours(&a, b"xabcd ab"), vec![(0, 1, 3), (0, 6, 8), (1, 1, 5)]);
     }
 
     #[test]

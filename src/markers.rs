@@ -598,6 +598,7 @@ pub fn tables() -> &'static Tables {
             trans: SHIPPED_TRANS_KIND(&SHIPPED_TRANS),
             start: SHIPPED_START,
             first_match: SHIPPED_FIRST_MATCH,
+            resume: Cow::Borrowed(&SHIPPED_RESUME),
             match_ends: Cow::Borrowed(&SHIPPED_MATCH_ENDS),
             verify: Cow::Borrowed(&SHIPPED_VERIFY),
             verify_next: Cow::Borrowed(&SHIPPED_VERIFY_NEXT),
@@ -657,7 +658,7 @@ mod tests {
         let a = (&built.automaton, &tables().automaton);
         assert_eq!((a.0.trans.len(), a.0.start, a.0.first_match), (a.1.trans.len(), a.1.start, a.1.first_match));
         assert_eq!((&a.0.verify, &a.0.literal_bytes, &a.0.classes), (&a.1.verify, &a.1.literal_bytes, &a.1.classes));
-        assert_eq!(a.0.trans, a.1.trans);
+        assert_eq!((&a.0.trans, &a.0.resume), (&a.1.trans, &a.1.resume));
         assert_eq!(built.text_index, tables().text_index);
     }
 
