@@ -50,7 +50,9 @@ struct Patterns {
 fn patterns() -> &'static Patterns {
     static P: OnceLock<Patterns> = OnceLock::new();
     P.get_or_init(|| Patterns {
-        hint: Regex::new(r"(?i)(?:\b|\\[nrt])((?:resets?(?:\s+at)?|try again (?:in|at|after)|retry (?:in|at|after)|expected available in)\s+[^\n\r]+)").unwrap(),
+        // `wait` counts only before a stated duration (`Please wait 3 hours
+        // before trying again`), never as prose (`wait for the lock`).
+        hint: Regex::new(r"(?i)(?:\b|\\[nrt])((?:resets?(?:\s+at)?|try again (?:in|at|after)|retry (?:in|at|after)|expected available in)\s+[^\n\r]+|wait\s+\d{1,6}\s*(?:days?|hours?|hrs?|minutes?|mins?|seconds?|secs?)\b[^\n\r]*)").unwrap(),
         clock: Regex::new(r"(?i)\b\d{1,2}(?::\d{2}(?::\d{2})?\s*(?:am|pm)?|\s*(?:am|pm))\b|\b(?:midnight|noon)\b").unwrap(),
         zone: Regex::new(r"(?i)\b(?:utc|gmt|z|[pmce][sd]t|cet|cest|bst|ist|jst|aest|aedt)\b|[+-]\d{2}:?\d{2}\b|\b[a-z]+/[a-z_]+\b|\b(?:pacific|eastern|central|mountain) time\b").unwrap(),
         date: Regex::new(
@@ -64,7 +66,7 @@ fn patterns() -> &'static Patterns {
             r"(?i)\b(\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)\s*(z|utc|[+-]\d{2}:?\d{2})\b",
         )
         .unwrap(),
-        relative: Regex::new(r"(?i)\b(?:in|after)\s+((?:\d{1,6}\s*(?:days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|d|h|m|s)\b[\s,]*(?:and\s+)?)+)").unwrap(),
+        relative: Regex::new(r"(?i)\b(?:in|after|wait)\s+((?:\d{1,6}\s*(?:days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|d|h|m|s)\b[\s,]*(?:and\s+)?)+)").unwrap(),
         unit: Regex::new(r"(?i)(\d{1,6})\s*(days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|d|h|m|s)\b").unwrap(),
         long_window: Regex::new(
             r"(?i)\b(?:per|each|every)\s+(?:day|hour)\b|\bin (?:1|one|an) hour\b|/\s*(?:day|hour|hr)\b|per(?:day|hour)|\b(?:daily|hourly) (?:limit|quota|cap|allowance|requests?|tokens?)\b",
@@ -234,5 +236,18 @@ mod tests {
         ]);
         assert_eq!(r.at, Some(1_775_317_531_000));
         assert_eq!(r.after, Some(602_705 * NANOS_PER_SEC));
+    }
+
+    #[test]
+    fn a_stated_wait_is_a_relative_reset_and_prose_is_not() {
+        let r = find_reset(&["Sorry, you have been rate-limited. Please wait 3 hours before trying again."]);
+        assert_eq!(r.hint.as_deref(), Some("wait 3 hours before trying again."));
+        assert_eq!(r.after, Some(3 * 3_600 * NANOS_PER_SEC));
+        let r = find_reset(&["429: wait 30 seconds"]);
+        assert_eq!(r.after, Some(30 * NANOS_PER_SEC));
+        for prose in ["waiting for the lock on /tmp/x", "wait for 3 replicas to be ready", "await 5 tasks"] {
+            let r = find_reset(&[prose]);
+            assert_eq!((r.hint.as_deref(), r.after), (None, None), "{prose}");
+        }
     }
 }
