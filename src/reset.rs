@@ -47,12 +47,19 @@ struct Patterns {
     long_window: Regex,
 }
 
+/// The spelled-out units of a stated wait; `relative` and `unit` also take
+/// the one-letter forms (`24h`).
+const UNIT_WORDS: &str = "days?|hours?|hrs?|minutes?|mins?|seconds?|secs?";
+
 fn patterns() -> &'static Patterns {
     static P: OnceLock<Patterns> = OnceLock::new();
+    let re = |pattern: String| Regex::new(&pattern).unwrap();
     P.get_or_init(|| Patterns {
         // `wait` counts only before a stated duration (`Please wait 3 hours
         // before trying again`), never as prose (`wait for the lock`).
-        hint: Regex::new(r"(?i)(?:\b|\\[nrt])((?:resets?(?:\s+at)?|try again (?:in|at|after)|retry (?:in|at|after)|expected available in)\s+[^\n\r]+|wait\s+\d{1,6}\s*(?:days?|hours?|hrs?|minutes?|mins?|seconds?|secs?)\b[^\n\r]*)").unwrap(),
+        hint: re(format!(
+            r"(?i)(?:\b|\\[nrt])((?:resets?(?:\s+at)?|try again (?:in|at|after)|retry (?:in|at|after)|expected available in)\s+[^\n\r]+|wait\s+\d{{1,6}}\s*(?:{UNIT_WORDS})\b[^\n\r]*)"
+        )),
         clock: Regex::new(r"(?i)\b\d{1,2}(?::\d{2}(?::\d{2})?\s*(?:am|pm)?|\s*(?:am|pm))\b|\b(?:midnight|noon)\b").unwrap(),
         zone: Regex::new(r"(?i)\b(?:utc|gmt|z|[pmce][sd]t|cet|cest|bst|ist|jst|aest|aedt)\b|[+-]\d{2}:?\d{2}\b|\b[a-z]+/[a-z_]+\b|\b(?:pacific|eastern|central|mountain) time\b").unwrap(),
         date: Regex::new(
@@ -66,8 +73,8 @@ fn patterns() -> &'static Patterns {
             r"(?i)\b(\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)\s*(z|utc|[+-]\d{2}:?\d{2})\b",
         )
         .unwrap(),
-        relative: Regex::new(r"(?i)\b(?:in|after|wait)\s+((?:\d{1,6}\s*(?:days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|d|h|m|s)\b[\s,]*(?:and\s+)?)+)").unwrap(),
-        unit: Regex::new(r"(?i)(\d{1,6})\s*(days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|d|h|m|s)\b").unwrap(),
+        relative: re(format!(r"(?i)\b(?:in|after|wait)\s+((?:\d{{1,6}}\s*(?:{UNIT_WORDS}|d|h|m|s)\b[\s,]*(?:and\s+)?)+)")),
+        unit: re(format!(r"(?i)(\d{{1,6}})\s*({UNIT_WORDS}|d|h|m|s)\b")),
         long_window: Regex::new(
             r"(?i)\b(?:per|each|every)\s+(?:day|hour)\b|\bin (?:1|one|an) hour\b|/\s*(?:day|hour|hr)\b|per(?:day|hour)|\b(?:daily|hourly) (?:limit|quota|cap|allowance|requests?|tokens?)\b",
         )
