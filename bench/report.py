@@ -230,7 +230,23 @@ def main():
         f"lower-cased beforehand, counting overlapping matches and nothing else). The native classify, which "
         f"also confirms every hit, reads the facts and builds the answer, takes {fmt_ratio(rdfa)} that."
     )
-    verdicts.append(("native classify / bare DFA scan at 64 KiB", rdfa, f"<= {TARGETS['native_dfa']}x", rdfa is not None and rdfa <= TARGETS["native_dfa"]))
+    rdfa_t, r64_t = rdfa, r64
+    paired = load_json(os.path.join(out_dir, "paired.json")) or {}
+    p_dfa, p_c = paired.get("native_dfa_64k"), paired.get("component_native_64k")
+    if p_dfa and p_c:
+        spread = lambda q: f"{fmt_ratio(q['median'])} (quartiles {fmt_ratio(q['p25'])} to {fmt_ratio(q['p75'])})"
+        sections.append(
+            "The two ratios the goals name are also measured in alternation (`paired` in the benchmark): "
+            f"{p_c['rounds']} rounds, each timing {paired['calls_per_batch']} native calls, then "
+            f"{paired['calls_per_batch']} component calls, then {paired['calls_per_batch']} bare DFA scans of the "
+            "same 64 KiB, and keeping each round's ratios. Criterion's rows above run seconds apart, and on this "
+            "shared machine the speed of the same call drifts between runs by more than the gaps being measured "
+            "(in runs a few minutes apart on the day this was written, the native 64 KiB classify took from 138 to 155 µs); within a round "
+            "the batches run milliseconds apart, so the drift cancels in their ratio. The median round: component / "
+            f"native {spread(p_c)}; native / bare DFA {spread(p_dfa)}. The targets use these medians."
+        )
+        rdfa_t, r64_t = p_dfa["median"], p_c["median"]
+    verdicts.append(("native classify / bare DFA scan at 64 KiB", rdfa_t, f"<= {TARGETS['native_dfa']}x", rdfa_t is not None and rdfa_t <= TARGETS["native_dfa"]))
     metered = t("classify/component-metered/64KiB")
     if metered is not None:
         sections.append(
@@ -244,7 +260,7 @@ def main():
             "registers. A build with wasm SIMD (`+simd128`) was no faster in separate runs of this pair (within "
             "2 %), so the component is built without it and asks no host for SIMD."
         )
-    verdicts.append(("component / native at 64 KiB", r64, f"<= {TARGETS['component_64k']}x", r64 is not None and r64 <= TARGETS["component_64k"]))
+    verdicts.append(("component / native at 64 KiB", r64_t, f"<= {TARGETS['component_64k']}x", r64_t is not None and r64_t <= TARGETS["component_64k"]))
 
     # marker count
     rows = []

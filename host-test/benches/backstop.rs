@@ -371,6 +371,68 @@ fn host_start(c: &mut Criterion) {
     g.finish();
 }
 
+/// Rounds of the paired measurement, and calls of each kind per round.
+const PAIRED_ROUNDS: usize = 41;
+const PAIRED_CALLS: usize = 16;
+
+/// The median, first and third quartile of `v`.
+fn quartiles(mut v: Vec<f64>) -> serde_json::Value {
+    v.sort_by(f64::total_cmp);
+    let at = |q: usize| v[(v.len() - 1) * q / 4];
+    serde_json::json!({ "median": at(2), "p25": at(1), "p75": at(3), "rounds": v.len() })
+}
+
+/// Ratios at 64 KiB measured in alternation: each round times a batch of
+/// one path, then a batch of the other, on the same evidence, and keeps the
+/// ratio of the two; the report takes the median round. On a shared machine
+/// the speed drifts by more than the gap being measured between criterion's
+/// rows, which run seconds apart; a round's two batches run within a few
+/// milliseconds of each other, so the drift cancels in their ratio.
+fn paired(_: &mut Criterion) {
+    let Some(dir) = std::env::var_os("BACKSTOP_BENCH_OUT") else { return };
+    let opts = Options::default();
+    let ev = Evidence::from_text(evidence_text(64 << 10));
+    let mut host = Backstop::new().expect("component compiles");
+    expect_transient(&host.classify(&ev).expect("component classifies"));
+    let dfa = bare_dfa();
+    let lowered = ev.text.as_deref().unwrap().to_ascii_lowercase();
+    let batch = |f: &mut dyn FnMut()| {
+        let t = std::time::Instant::now();
+        for _ in 0..PAIRED_CALLS {
+            f();
+        }
+        t.elapsed().as_secs_f64()
+    };
+    let mut native = || {
+        black_box(classify_with(black_box(&ev), &opts));
+    };
+    // Warm every path before the first round.
+    for _ in 0..3 {
+        batch(&mut native);
+        batch(&mut || drop(black_box(host.classify(black_box(&ev)))));
+        batch(&mut || {
+            black_box(dfa.find_overlapping_iter(black_box(lowered.as_str())).count());
+        });
+    }
+    let (mut component_native, mut native_dfa) = (Vec::new(), Vec::new());
+    for _ in 0..PAIRED_ROUNDS {
+        let n = batch(&mut native);
+        let c = batch(&mut || drop(black_box(host.classify(black_box(&ev)).expect("classifies"))));
+        let d = batch(&mut || {
+            black_box(dfa.find_overlapping_iter(black_box(lowered.as_str())).count());
+        });
+        component_native.push(c / n);
+        native_dfa.push(n / d);
+    }
+    let out = serde_json::json!({
+        "calls_per_batch": PAIRED_CALLS,
+        "component_native_64k": quartiles(component_native),
+        "native_dfa_64k": quartiles(native_dfa),
+    });
+    let path = std::path::PathBuf::from(dir).join("paired.json");
+    std::fs::write(path, serde_json::to_string_pretty(&out).unwrap()).expect("write paired ratios");
+}
+
 /// Facts the report prints beside the timings.
 fn write_meta() {
     let Some(dir) = std::env::var_os("BACKSTOP_BENCH_OUT") else { return };
@@ -408,6 +470,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = classify_sizes, marker_counts, next_actions, host_start
+    targets = paired, classify_sizes, marker_counts, next_actions, host_start
 }
 criterion_main!(benches);
