@@ -208,7 +208,8 @@ fn write_markers(out: &mut String, entries: &[Map<String, Value>]) {
         ));
     }
     assert_eq!(offset, literal_len, "the literals come first");
-    assert!(all.len() <= u16::MAX as usize && shapes.len() < u16::MAX as usize, "spans and shape indexes fit u16");
+    assert!(all.len() <= u32::MAX as usize, "spans fit u32");
+    assert!(shapes.len() < u16::MAX as usize, "shape indexes fit u16");
     writeln!(out, "const TEXT: &str = {all:?};").unwrap();
     writeln!(out, "const LITERAL_LEN: usize = {literal_len};").unwrap();
     writeln!(out, "pub(super) static SHIPPED_TEXT: &str = TEXT;").unwrap();

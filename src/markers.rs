@@ -78,14 +78,14 @@ mod shipped {
     include!(concat!(env!("OUT_DIR"), "/shipped.rs"));
 }
 
-/// A shipped marker as `build.rs` packs it (12 bytes in wasm32, where a
+/// A shipped marker as `build.rs` packs it (16 bytes in wasm32, where a
 /// `Marker` takes 56): its text as a span of `SHIPPED_TEXT`, its shape and
 /// unless as indexes into `SHIPPED_SHAPES` counted from 1 (0: none), and its
 /// flags as bits in `Marker`'s order (weak, generic, throttle, status, near,
 /// frame). The tables read it in place and unpack one entry when it is
 /// asked for (`Tables::marker`).
 struct Packed {
-    text: (u16, u16),
+    text: (u32, u32),
     shape: u16,
     unless: u16,
     class: FailureClass,

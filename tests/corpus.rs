@@ -245,8 +245,10 @@ fn held_back_half_is_measured() {
     // of those rules) took back 2. The fourteenth's held-back half brought
     // 4, as at its first look. The transient markers written after it
     // from tools' documentation (network banners, pools, mirrors, an etcd
-    // election, a zone out of resources) retried 1 more.
-    assert!(r.false_retries.len() <= 61, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    // election, a zone out of resources) retried 1 more. The documented
+    // markers since (docs/markers.md, "Since the fourteenth batch") took
+    // back 9: 52.
+    assert!(r.false_retries.len() <= 52, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
