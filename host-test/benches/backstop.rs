@@ -372,8 +372,8 @@ fn host_start(c: &mut Criterion) {
 }
 
 /// Rounds of the paired measurement, and calls of each kind per round.
-const PAIRED_ROUNDS: usize = 41;
-const PAIRED_CALLS: usize = 16;
+const PAIRED_ROUNDS: usize = 21;
+const PAIRED_CALLS: usize = 64;
 
 /// The median, first and third quartile of `v`.
 fn quartiles(mut v: Vec<f64>) -> serde_json::Value {
