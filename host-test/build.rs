@@ -162,6 +162,10 @@ fn optimize(core: &Path, out_dir: &Path) -> PathBuf {
                  (apt-get install binaryen) or set BACKSTOP_WASM_OPT: the shipped component is optimised by it",
                 tool.to_string_lossy()
             );
+            // A path that never exists keeps this script stale, so the next
+            // build looks for the tool again: installing binaryen is enough,
+            // without a clean.
+            println!("cargo:rerun-if-changed={}", out_dir.join("wasm-opt-was-missing").display());
             println!("cargo:rustc-env=BACKSTOP_COMPONENT_OPTIMIZED=0");
             core.to_path_buf()
         }

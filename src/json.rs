@@ -81,8 +81,8 @@ pub fn info_json() -> String {
 /// what changes is the cost of reading it: a JavaScript host decodes an
 /// ASCII answer and parses it in about half the time it takes for one with a
 /// single character outside ASCII (measured with Node 20 on the benchmark's
-/// 2 KiB answer: 2.5 µs against 5), and Python's decoder takes a fast path
-/// too. The decision record (`next_action_json`) is left as it is written.
+/// 2 KiB answer: 2.5 µs against 5; not measured for Python). The decision
+/// record (`next_action_json`) is left as it is written.
 fn write<T: Serialize>(value: &T) -> String {
     let mut out = Vec::with_capacity(256);
     let mut ser = serde_json::Serializer::with_formatter(&mut out, Ascii);

@@ -374,6 +374,8 @@ fn host_start(c: &mut Criterion) {
 /// Rounds of the paired measurement, and calls of each kind per round.
 const PAIRED_ROUNDS: usize = 21;
 const PAIRED_CALLS: usize = 64;
+/// Rounds run before the kept ones, to warm every path.
+const WARM_ROUNDS: usize = 3;
 
 /// The median, first and third quartile of `v`.
 fn quartiles(mut v: Vec<f64>) -> serde_json::Value {
@@ -406,23 +408,20 @@ fn paired(_: &mut Criterion) {
     let mut native = || {
         black_box(classify_with(black_box(&ev), &opts));
     };
-    // Warm every path before the first round.
-    for _ in 0..3 {
-        batch(&mut native);
-        batch(&mut || drop(black_box(host.classify(black_box(&ev)))));
-        batch(&mut || {
-            black_box(dfa.find_overlapping_iter(black_box(lowered.as_str())).count());
-        });
-    }
+    let mut component = || {
+        black_box(host.classify(black_box(&ev)).expect("classifies"));
+    };
+    let mut scan = || {
+        black_box(dfa.find_overlapping_iter(black_box(lowered.as_str())).count());
+    };
     let (mut component_native, mut native_dfa) = (Vec::new(), Vec::new());
-    for _ in 0..PAIRED_ROUNDS {
-        let n = batch(&mut native);
-        let c = batch(&mut || drop(black_box(host.classify(black_box(&ev)).expect("classifies"))));
-        let d = batch(&mut || {
-            black_box(dfa.find_overlapping_iter(black_box(lowered.as_str())).count());
-        });
-        component_native.push(c / n);
-        native_dfa.push(n / d);
+    // The first rounds warm every path and are not kept.
+    for round in 0..WARM_ROUNDS + PAIRED_ROUNDS {
+        let (n, c, d) = (batch(&mut native), batch(&mut component), batch(&mut scan));
+        if round >= WARM_ROUNDS {
+            component_native.push(c / n);
+            native_dfa.push(n / d);
+        }
     }
     let out = serde_json::json!({
         "calls_per_batch": PAIRED_CALLS,
