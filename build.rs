@@ -221,6 +221,11 @@ fn write_markers(out: &mut String, entries: &[Map<String, Value>]) {
     writeln!(out, "];").unwrap();
     let index: Vec<usize> = (0..entries.len()).filter(|&i| is_text(&entries[i])).collect();
     array(out, "SHIPPED_TEXT_INDEX", "u16", &index);
+    // The text markers with a shape or an unless, by literal (`Tables::shaped`).
+    let shaped: Vec<usize> = (0..index.len())
+        .filter(|&p| ["shape", "unless"].iter().any(|key| text(&entries[index[p]], key).is_some()))
+        .collect();
+    array(out, "SHIPPED_SHAPED", "u16", &shaped);
 }
 
 /// The bytes of a text marker that the automaton looks for.

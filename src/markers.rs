@@ -145,13 +145,7 @@ enum Shape {
 /// A text marker's `shape` and `unless`, each compiled when a hit first
 /// needs it: most texts meet few shaped markers, so a fresh instance pays
 /// only for the ones it meets.
-type Compiled = (OnceLock<Shape>, OnceLock<Regex>);
-
-/// A plain text marker's slot in [`Tables::compiled`]: none.
-const NO_SLOT: u16 = u16::MAX;
-
-/// Each automaton literal's slot, and the compiled shapes of the slots.
-type Slots = (Box<[u16]>, Box<[Compiled]>);
+type Compiled = (OnceLock<Box<Shape>>, OnceLock<Box<Regex>>);
 
 /// Whether the context of the hit at `[start, end)` of `text` fits `m`'s
 /// shape and unless. The context is read ASCII-lower-cased, and only when
@@ -166,13 +160,13 @@ fn fits(m: &Marker, slots: &Compiled, text: &str, start: usize, end: usize) -> b
     };
     let regex = |source: &str| compile(source).expect("checked by parse");
     let shape = m.shape.as_deref().map(|s| {
-        match slots.0.get_or_init(|| CodeSet::parse(&m.marker, s).map_or_else(|| Shape::Regex(regex(s)), Shape::Codes))
-        {
+        let made = || Box::new(CodeSet::parse(&m.marker, s).map_or_else(|| Shape::Regex(regex(s)), Shape::Codes));
+        match slots.0.get_or_init(made).as_ref() {
             Shape::Codes(set) => set.fits(text, start, end),
             Shape::Regex(r) => r.is_match(context()),
         }
     });
-    let unless = m.unless.as_deref().map(|s| slots.1.get_or_init(|| regex(s)).is_match(context()));
+    let unless = m.unless.as_deref().map(|s| slots.1.get_or_init(|| Box::new(regex(s))).is_match(context()));
     shape != Some(false) && unless != Some(true)
 }
 
@@ -265,12 +259,17 @@ pub struct Tables {
     /// Indexes into the entries of the text markers, in automaton literal order.
     text_index: Cow<'static, [u16]>,
     automaton: Automaton,
-    /// The shapes of the text markers that have one, made at the first
-    /// shaped hit: for each automaton literal its slot (`NO_SLOT` for a
-    /// plain marker), and the slots. Only about one text marker in six has
-    /// a shape or an unless; a slot for every one cost a fresh instance's
-    /// first call about 9 µs in the component.
-    compiled: OnceLock<Slots>,
+    /// The automaton literals of the text markers with a shape or an unless,
+    /// ascending (for the shipped tables, listed by `build.rs`): only about
+    /// one text marker in six has one.
+    shaped: Cow<'static, [u16]>,
+    /// The compiled shapes, a slot for each of `shaped` in its order, made
+    /// at the first shaped hit. Finding the shaped markers at that hit
+    /// (reading every entry) cost a fresh instance's first call about 16 µs
+    /// in the component, and slots wide enough to hold a compiled
+    /// expression in place about 2 µs more: the list is made with the
+    /// tables, and a slot holds two pointers.
+    compiled: OnceLock<Box<[Compiled]>>,
     pub digest: String,
 }
 
@@ -380,10 +379,17 @@ impl Tables {
         let literals: Vec<&[u8]> =
             text_index.iter().map(|&i| automaton::anchor(&markers[i as usize].marker).1.as_bytes()).collect();
         let automaton = automaton::build(&literals).expect("marker automaton builds");
+        let shaped = (0..text_index.len() as u16)
+            .filter(|&p| {
+                let m = &markers[text_index[p as usize] as usize];
+                m.shape.is_some() || m.unless.is_some()
+            })
+            .collect();
         Tables {
             entries: Entries::Parsed(markers),
             text_index: Cow::Owned(text_index),
             automaton,
+            shaped: Cow::Owned(shaped),
             compiled: OnceLock::new(),
             digest,
         }
@@ -464,24 +470,9 @@ impl Tables {
         if head.plain {
             return Some((start, end));
         }
-        let (slots, compiled) = self.compiled.get_or_init(|| self.shape_slots());
-        fits(&self.marker(idx), &compiled[slots[p] as usize], text, start, end).then_some((start, end))
-    }
-
-    /// [`Tables::compiled`]'s slots: one for each text marker with a shape
-    /// or an unless, in automaton literal order.
-    fn shape_slots(&self) -> Slots {
-        let mut slots = Vec::with_capacity(self.text_index.len());
-        let mut shaped = 0u16;
-        for &idx in self.text_index.iter() {
-            if self.head(idx as usize).plain {
-                slots.push(NO_SLOT);
-            } else {
-                slots.push(shaped);
-                shaped += 1;
-            }
-        }
-        (slots.into(), (0..shaped).map(|_| Compiled::default()).collect())
+        let compiled = self.compiled.get_or_init(|| self.shaped.iter().map(|_| Compiled::default()).collect());
+        let slot = self.shaped.binary_search(&(p as u16)).expect("a marker that is not plain has a shape or an unless");
+        fits(&self.marker(idx), &compiled[slot], text, start, end).then_some((start, end))
     }
 
     /// The marker of `kind` equal to `value` (case-insensitive, trimmed).
@@ -592,6 +583,7 @@ pub fn tables() -> &'static Tables {
     TABLES.get_or_init(|| Tables {
         entries: Entries::Packed(&SHIPPED_PACKED),
         text_index: Cow::Borrowed(&SHIPPED_TEXT_INDEX),
+        shaped: Cow::Borrowed(&SHIPPED_SHAPED),
         automaton: Automaton {
             classes: Cow::Borrowed(&SHIPPED_CLASSES),
             stride: SHIPPED_STRIDE,
@@ -669,27 +661,23 @@ mod tests {
         assert!(m.iter().all(|m| !m.source.is_empty()));
     }
 
-    /// A slot is compiled for each text marker with a shape or an unless and
-    /// for no other (a slot for every text marker cost a fresh instance's
-    /// first call about 9 µs).
+    /// The shaped list holds each text marker with a shape or an unless and
+    /// no other, and `build.rs` lists the shipped ones as the crate does.
     #[test]
-    fn shape_slots_exist_for_shaped_markers_only() {
+    fn shaped_lists_the_markers_with_a_shape_or_an_unless() {
         let t = tables();
-        let (slots, compiled) = t.shape_slots();
         let written = parse(MARKERS_JSONL).unwrap();
         let text: Vec<&Marker> = written.iter().filter(|m| is_text(m.kind)).collect();
-        let shaped = text.iter().filter(|m| m.shape.is_some() || m.unless.is_some()).count();
-        assert!(shaped > 100 && shaped * 3 < text.len(), "{shaped} of {}", text.len());
-        assert_eq!(compiled.len(), shaped);
-        assert_eq!(slots.len(), text.len());
-        for (p, &slot) in slots.iter().enumerate() {
-            let m = t.marker(t.text_index[p] as usize);
-            let plain = m.shape.is_none() && m.unless.is_none();
-            assert_eq!(slot == NO_SLOT, plain, "{}", m.marker);
-        }
-        let mut used: Vec<u16> = slots.iter().copied().filter(|&s| s != NO_SLOT).collect();
-        used.sort_unstable();
-        assert!(used.iter().copied().eq(0..shaped as u16), "each slot once");
+        let shaped: Vec<u16> = (0..text.len() as u16)
+            .filter(|&p| text[p as usize].shape.is_some() || text[p as usize].unless.is_some())
+            .collect();
+        assert!(shaped.len() > 100 && shaped.len() * 3 < text.len(), "{} of {}", shaped.len(), text.len());
+        assert_eq!(t.shaped[..], shaped[..]);
+        assert!(
+            (0..t.text_index.len()).all(|p| !t.head(t.text_index[p] as usize).plain == shaped.contains(&(p as u16)))
+        );
+        let built = Tables::build(written, MARKERS_JSONL);
+        assert_eq!(built.shaped, t.shaped, "build.rs lists the shaped markers as the crate does");
     }
 
     /// The written text markers whose automaton anchor is `bad`.
