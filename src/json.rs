@@ -99,6 +99,14 @@ struct Ascii;
 
 impl serde_json::ser::Formatter for Ascii {
     fn write_string_fragment<W: ?Sized + std::io::Write>(&mut self, w: &mut W, fragment: &str) -> std::io::Result<()> {
+        // Most fragments are all ASCII, and `is_ascii` reads a word at a
+        // time where the search below reads a byte at a time: without this
+        // test the 2 KiB answer took 1.8 times as long to write natively as
+        // with serde_json's own formatter, and the component's
+        // `classify-json` 2 µs more (21 µs).
+        if fragment.is_ascii() {
+            return w.write_all(fragment.as_bytes());
+        }
         let mut rest = fragment;
         // The first byte outside ASCII after ASCII bytes starts a character.
         while let Some(i) = rest.bytes().position(|b| !b.is_ascii()) {
