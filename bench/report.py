@@ -322,7 +322,9 @@ def main():
         "first call does not fault the component's data, stack and heap pages back in, which cost it about "
         "25 µs with instances mapped afresh each time. A shape's expression, and the "
         "reset-hint and signature expressions, are compiled (`regex-lite`) at their first use in a call that "
-        "needs them.\n\n"
+        "needs them. Which text markers have a shape is listed when the component is built as well: finding "
+        "them among all the entries at the first shaped hit cost that call about 16 µs, and a first call "
+        "measured 5.27x a steady one in the last run before the list.\n\n"
         + table(["step", "time", "/ steady call"], rows)
     )
     rf = ratio(first, steady)

@@ -199,6 +199,12 @@ pub struct Backstop {
     live: Option<(Store<HostState>, bindings::Backstop)>,
 }
 
+/// An instance made by [`Backstop::fresh_instance`]; dropping it tears it down.
+pub struct FreshInstance {
+    _store: Store<HostState>,
+    _instance: bindings::Backstop,
+}
+
 /// How many instances an engine's pool holds at once. A `Backstop` keeps one
 /// live instance and makes the next one when it drops it.
 pub const POOL_INSTANCES: u32 = 4;
@@ -395,9 +401,11 @@ impl Backstop {
         })
     }
 
-    /// Instantiates a fresh instance from the `InstancePre` (no reuse).
-    pub fn fresh_instance(&self) -> Result<(), HostError> {
-        self.instantiate().map(|_| ())
+    /// Instantiates a fresh instance from the `InstancePre` (no reuse). It
+    /// is torn down when the returned value is dropped, so that a caller can
+    /// time the two apart.
+    pub fn fresh_instance(&self) -> Result<FreshInstance, HostError> {
+        self.instantiate().map(|(store, instance)| FreshInstance { _store: store, _instance: instance })
     }
 
     fn instantiate(&self) -> Result<(Store<HostState>, bindings::Backstop), HostError> {
