@@ -201,10 +201,11 @@ fn write_markers(out: &mut String, entries: &[Map<String, Value>]) {
             .enumerate()
             .fold(0u8, |f, (bit, key)| f | (u8::from(flag(e, key)) << bit));
         let (shape, unless) = (shape_index(text(e, "shape")), shape_index(text(e, "unless")));
+        let len = u8::try_from(span.1 - span.0).expect("a shipped marker is shorter than 256 bytes");
         packed.push(format!(
-            "    Packed {{ text: ({}, {}), shape: {shape}, unless: {unless}, class: FailureClass::{class}, \
+            "    Packed {{ start: {}, len: {len}, shape: {shape}, unless: {unless}, class: FailureClass::{class}, \
              kind: MarkerMatch::{kind}, flags: {flags} }},",
-            span.0, span.1
+            span.0
         ));
     }
     assert_eq!(offset, literal_len, "the literals come first");
