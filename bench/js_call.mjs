@@ -4,6 +4,9 @@
 //
 // Usage: node bench/js_call.mjs OUT_DIR
 // Reads OUT_DIR/evidence-2KiB.json, writes OUT_DIR/js.json.
+//        node bench/js_call.mjs --serve OUT_DIR
+// Prints `ready`, then for each line `N` on stdin runs N calls and prints the
+// mean nanoseconds per call (bench/hosts_paired.py drives it).
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -32,8 +35,23 @@ function perCallNs(fn) {
   return [means[Math.floor(BATCHES / 2)], n];
 }
 
-const out = process.argv[2];
+const serving = process.argv[2] === '--serve';
+const out = process.argv[serving ? 3 : 2];
 const evidence = JSON.parse(readFileSync(join(out, 'evidence-2KiB.json'), 'utf8'));
+
+if (serving) {
+  const backstop = await import('../host-js/index.mjs');
+  if (backstop.classify(evidence).class !== 'transient_transport') throw new Error('js classify did not decide transient_transport');
+  const { createInterface } = await import('node:readline');
+  console.log('ready');
+  for await (const line of createInterface({ input: process.stdin })) {
+    const n = Number(line);
+    const t0 = now();
+    for (let i = 0; i < n; i++) backstop.classify(evidence);
+    console.log((now() - t0) / Math.max(n, 1));
+  }
+  process.exit(0);
+}
 
 let t0 = now();
 const backstop = await import('../host-js/index.mjs');

@@ -3,6 +3,9 @@ evidence the Rust benchmark wrote, and writes the result as JSON.
 
 Usage: python bench/python_call.py OUT_DIR
 Reads OUT_DIR/evidence-2KiB.json, writes OUT_DIR/python.json.
+       python bench/python_call.py --serve OUT_DIR
+Prints ``ready``, then for each line ``N`` on stdin runs N calls and prints
+the mean nanoseconds per call (``bench/hosts_paired.py`` drives it).
 """
 
 import json
@@ -36,7 +39,25 @@ def per_call_ns(fn, batches=BATCHES, batch_seconds=BATCH_SECONDS):
     return statistics.median(means), n
 
 
+def serve(out):
+    with open(os.path.join(out, "evidence-2KiB.json")) as f:
+        evidence = json.load(f)
+    import backstop  # noqa: E402  (host-py)
+
+    if backstop.classify(evidence)["class"] != "transient_transport":
+        raise SystemExit("python classify did not decide transient_transport")
+    print("ready", flush=True)
+    for line in sys.stdin:
+        n = int(line)
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            backstop.classify(evidence)
+        print((time.perf_counter_ns() - t0) / max(n, 1), flush=True)
+
+
 def main():
+    if sys.argv[1] == "--serve":
+        return serve(sys.argv[2])
     out = sys.argv[1]
     with open(os.path.join(out, "evidence-2KiB.json")) as f:
         evidence = json.load(f)

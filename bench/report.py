@@ -44,6 +44,24 @@ def load_criterion(root):
     return out
 
 
+def hosts_paired_text(hp):
+    """The paragraph on the dynamic hosts timed in alternation with the Rust host."""
+    if not hp:
+        return ""
+    q = lambda r: f"{fmt_ratio(r['median'])} (quartiles {fmt_ratio(r['p25'])} to {fmt_ratio(r['p75'])})"  # noqa: E731
+    ns = hp["median_ns"]
+    return (
+        "\n\nThe rows above come from separate timings minutes apart, and on this machine the Rust host's own "
+        "2 KiB call has measured from 13 to 19 µs in runs of the same build. So the two host targets are measured "
+        f"in alternation too (`bench/hosts_paired.py`): {hp['python_rust_2k']['rounds']} rounds, each timing a "
+        "batch of about 0.25 s from the Rust host (the typed call, `host-test/examples/host_call.rs`), from Python "
+        "and from JavaScript, each in its own process in the order that rotates from round to round, and keeping "
+        f"each round's ratios. The median round: Python / Rust host {q(hp['python_rust_2k'])}, JavaScript / Rust "
+        f"host {q(hp['js_rust_2k'])}; the median batches took {fmt_time(ns['rust'])}, {fmt_time(ns['python'])} "
+        f"and {fmt_time(ns['js'])} a call. The targets use these medians."
+    )
+
+
 def load_json(path):
     try:
         with open(path) as f:
@@ -185,6 +203,7 @@ def main():
     out_dir, md_path = sys.argv[1], sys.argv[2]
     est = load_criterion(os.path.join(out_dir, "criterion"))
     meta = load_json(os.path.join(out_dir, "rust-meta.json")) or {}
+    hosts_paired = load_json(os.path.join(out_dir, "hosts_paired.json"))
     py = load_json(os.path.join(out_dir, "python.json"))
     js = load_json(os.path.join(out_dir, "js.json"))
     cel = load_json(os.path.join(out_dir, "celery.json"))
@@ -328,6 +347,15 @@ def main():
         + table(["step", "time", "/ steady call"], rows)
     )
     rf = ratio(first, steady)
+    p_first = paired.get("first_steady_2k")
+    if p_first:
+        sections.append(
+            f"In alternation (`paired`, {p_first['rounds']} rounds of {paired['calls_per_batch']} fresh instances, each "
+            f"with its first 2 KiB call, beside {paired['calls_per_batch']} steady calls): "
+            f"{fmt_ratio(p_first['median'])} (quartiles {fmt_ratio(p_first['p25'])} to {fmt_ratio(p_first['p75'])}). "
+            "The target uses this median."
+        )
+        rf = p_first["median"]
     verdicts.append(("fresh instance + first call / steady call", rf, f"<= {TARGETS['first_call']:.0f}x", rf is not None and rf <= TARGETS["first_call"]))
 
     # hosts
@@ -349,10 +377,16 @@ def main():
                          fmt_ratio(ratio(per, steady)), fmt_ratio(ratio(per, cj))])
             goal = TARGETS["python_host" if name == "python" else "js_host"]
             r = ratio(per, steady)
+            alternated = (hosts_paired or {}).get(f"{name}_rust_2k")
+            if alternated:
+                r = alternated["median"]
             verdicts.append((f"{label.split(',')[0]} 2 KiB call / Rust host component call", r, f"<= {goal}x", r is not None and r <= goal))
         else:
             rows.append([label, "not measured: " + skipped.get(name, "no result"), "n/a", "n/a", "n/a", "n/a"])
-    py_met = bool(py) and (ratio(py["call_2kib_ns"], steady) or 1e9) <= TARGETS["python_host"]
+    py_ratio = ratio(py["call_2kib_ns"], steady) if py else None
+    if (hosts_paired or {}).get("python_rust_2k"):
+        py_ratio = hosts_paired["python_rust_2k"]["median"]
+    py_met = py_ratio is not None and py_ratio <= TARGETS["python_host"]
     sections.append("### one 2 KiB classify call, by host\n\n"
         "The same component and the same evidence in every host. The Rust host passes the component's typed "
         "values; the Python and JavaScript hosts pass the JSON text to the component's JSON functions "
@@ -374,7 +408,8 @@ def main():
               "Python does not meet its goal in this run; most of what it adds is the C API's dynamic values. ")
            + "A Python host that embedded the Rust host (a native extension) would pass typed values, at the price "
            "of a platform wheel built with Rust; the package keeps wasmtime-py's portable wheels."
-           if cj is not None else ""))
+           if cj is not None else "")
+        + hosts_paired_text(hosts_paired))
 
     if cel:
         sections.append(celery_section(cel))

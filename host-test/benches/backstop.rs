@@ -427,19 +427,40 @@ fn paired(_: &mut Criterion) {
     let mut scan = || {
         black_box(dfa.find_overlapping_iter(black_box(lowered.as_str())).count());
     };
-    let (mut component_native, mut native_dfa) = (Vec::new(), Vec::new());
+    // A fresh instance's first 2 KiB call beside a steady one, on a second
+    // host: `set_limits` drops its instance (untimed), and the next call
+    // instantiates a fresh one and makes its first call.
+    let small = Evidence::from_text(evidence_text(2 << 10));
+    let mut starts = Backstop::new().expect("component compiles");
+    let limits = starts.limits();
+    let mut fresh_first = |steady: bool| {
+        let mut spent = 0.0;
+        for _ in 0..PAIRED_CALLS {
+            if !steady {
+                starts.set_limits(limits).expect("same metering");
+            }
+            let t = std::time::Instant::now();
+            black_box(starts.classify(black_box(&small)).expect("classifies"));
+            spent += t.elapsed().as_secs_f64();
+        }
+        spent
+    };
+    let (mut component_native, mut native_dfa, mut first_steady) = (Vec::new(), Vec::new(), Vec::new());
     // The first rounds warm every path and are not kept.
     for round in 0..WARM_ROUNDS + PAIRED_ROUNDS {
         let (n, c, d) = (batch(&mut native), batch(&mut component), batch(&mut scan));
+        let (f, s) = (fresh_first(false), fresh_first(true));
         if round >= WARM_ROUNDS {
             component_native.push(c / n);
             native_dfa.push(n / d);
+            first_steady.push(f / s);
         }
     }
     let out = serde_json::json!({
         "calls_per_batch": PAIRED_CALLS,
         "component_native_64k": quartiles(component_native),
         "native_dfa_64k": quartiles(native_dfa),
+        "first_steady_2k": quartiles(first_steady),
     });
     let path = std::path::PathBuf::from(dir).join("paired.json");
     std::fs::write(path, serde_json::to_string_pretty(&out).unwrap()).expect("write paired ratios");
