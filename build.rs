@@ -253,7 +253,7 @@ fn write_automaton(out: &mut String, entries: &[Map<String, Value>]) {
             .unwrap();
         }
     }
-    array(out, "SHIPPED_MATCH_ENDS", "u32", &a.match_ends);
+    array(out, "SHIPPED_MATCH_ENDS", "u16", &a.match_ends);
     array(out, "SHIPPED_VERIFY", "u16", &a.verify);
     array(out, "SHIPPED_VERIFY_NEXT", "u8", &a.verify_next);
     array(out, "SHIPPED_FOLLOW", "u64", &a.follow);

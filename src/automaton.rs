@@ -53,7 +53,7 @@ pub struct Automaton {
     pub resume: Cow<'static, [u32]>,
     /// For the `k`th match state (`first_match + k`), the literals to compare whole are
     /// `verify[ends[k - 1]..ends[k]]` (from 0 for k = 0).
-    pub match_ends: Cow<'static, [u32]>,
+    pub match_ends: Cow<'static, [u16]>,
     pub verify: Cow<'static, [u16]>,
     /// For each entry of `verify`, its literal's byte after the prefix, or 0
     /// when the literal is no longer than the prefix: most literals that
@@ -153,7 +153,7 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
         for k in 0..dfa.match_len(sid) {
             verify.extend(groups[dfa.match_pattern(sid, k).as_usize()].iter().copied());
         }
-        match_ends.push(verify.len() as u32);
+        match_ends.push(u16::try_from(verify.len()).expect("fewer than 65,536 literals to verify"));
     }
     let verify_next: Vec<u8> = verify.iter().map(|&p| literals[p as usize].get(PREFIX).copied().unwrap_or(0)).collect();
     let follow = follow_masks(literals, &match_ends, &verify, &classes);
@@ -212,7 +212,7 @@ fn rows<S: Copy + Eq + std::hash::Hash>(
 /// [`Automaton::follow`]: two masks for each match state, of the classes of
 /// the bytes at `PREFIX` and `PREFIX + 1` in its literals (all ones for a
 /// literal that ends before that byte).
-fn follow_masks(literals: &[&[u8]], match_ends: &[u32], verify: &[u16], classes: &[u8; 256]) -> Vec<u64> {
+fn follow_masks(literals: &[&[u8]], match_ends: &[u16], verify: &[u16], classes: &[u8; 256]) -> Vec<u64> {
     let bit = |lit: &[u8], at: usize| lit.get(at).map_or(u64::MAX, |&b| 1 << (classes[b as usize] % 64));
     let mut from = 0;
     let mut follow = Vec::with_capacity(match_ends.len() * 2);
