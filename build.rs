@@ -256,9 +256,11 @@ fn write_automaton(out: &mut String, entries: &[Map<String, Value>]) {
     array(out, "SHIPPED_MATCH_ENDS", "u16", &a.match_ends);
     array(out, "SHIPPED_VERIFY", "u16", &a.verify);
     array(out, "SHIPPED_VERIFY_NEXT", "u8", &a.verify_next);
-    array(out, "SHIPPED_FOLLOW", "u64", &a.follow);
-    array(out, "SHIPPED_RESUME", "u32", &a.resume);
-    array(out, "SHIPPED_LITERAL_ENDS", "u32", &a.literal_ends);
+    array(out, "SHIPPED_FOLLOW", "u16", &a.follow);
+    array(out, "SHIPPED_FOLLOW_MASKS", "u64", &a.follow_masks);
+    array(out, "SHIPPED_RESUME", "u16", &a.resume);
+    array(out, "SHIPPED_LITERAL_ENDS", "u16", &a.literal_ends);
+    array(out, "SHIPPED_LITERAL_WRAPS", "u32", &a.literal_wraps);
     // The literals are the first bytes of the markers' text (write_markers).
     assert_eq!(a.literal_bytes[..], literals.concat()[..], "the automaton's literals are the anchors in order");
     writeln!(out, "pub(super) static SHIPPED_LITERALS: &[u8] = TEXT.as_bytes().split_at(LITERAL_LEN).0;").unwrap();

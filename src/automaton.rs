@@ -16,8 +16,9 @@
 //! shipped literals has 1,159 states of 53 byte classes, and only the 645
 //! that are not match states have a row (68 KB of u16): a match state at
 //! the end of a prefix moves on as a shorter state does, so it borrows that
-//! row ([`Automaton::resume`]). Its follow masks (two for each match state)
-//! take 8 KB more, and all of it stays in cache. Operator markers and test tables build the same tables
+//! row ([`Automaton::resume`]). Its follow masks (two for each match state,
+//! each an index into the few distinct masks) take a few KB more, and all
+//! of it stays in cache. Operator markers and test tables build the same tables
 //! at run time with [`build`].
 //!
 //! Plain Rust, no I/O; it compiles both into the crate and into `build.rs`.
@@ -45,12 +46,13 @@ pub struct Automaton {
     pub trans: Trans,
     pub start: u32,
     pub first_match: u32,
-    /// For the `k`th match state, the offset of a row with its transitions.
+    /// For the `k`th match state, the number of a row with its transitions.
     /// A match state at the end of a prefix (most of them) moves as the
     /// longest suffix of the prefix that another prefix starts with does, so
     /// its row is that state's, and stored once; a match state that has no
     /// such twin gets a row of its own after the others.
-    pub resume: Cow<'static, [u32]>,
+    /// Row numbers, not offsets: there are fewer than 65,536 rows.
+    pub resume: Cow<'static, [u16]>,
     /// For the `k`th match state (`first_match + k`), the literals to compare whole are
     /// `verify[ends[k - 1]..ends[k]]` (from 0 for k = 0).
     pub match_ends: Cow<'static, [u16]>,
@@ -60,17 +62,25 @@ pub struct Automaton {
     /// share a prefix differ from the text right there, and this byte rules
     /// them out without reading the literal.
     pub verify_next: Cow<'static, [u8]>,
-    /// For the `k`th match state, `follow[2 * k]` and `follow[2 * k + 1]`:
-    /// the classes (bit `class % 64`) of the first and the second byte after
+    /// For the `k`th match state, `follow_masks[follow[2 * k]]` and
+    /// `follow_masks[follow[2 * k + 1]]`: the classes (bit `class % 64`) of the first and the second byte after
     /// the prefix in its literals, every bit where a literal ends sooner. A
     /// prefix match whose next two bytes fit neither is no literal's, and the
     /// walk goes on without a call to verify it: most prefix matches in a
     /// log are common words (`http`, `work`, `rate`) that no literal
     /// continues as the text does.
-    pub follow: Cow<'static, [u64]>,
-    /// The literals, concatenated; literal `p` is `bytes[ends[p - 1]..ends[p]]`.
+    /// Few masks are distinct (under 300 of the shipped 1,838), so each is
+    /// stored once and named by a 16-bit index.
+    pub follow: Cow<'static, [u16]>,
+    pub follow_masks: Cow<'static, [u64]>,
+    /// The literals, concatenated; literal `p` is `bytes[end(p - 1)..end(p)]`.
     pub literal_bytes: Cow<'static, [u8]>,
-    pub literal_ends: Cow<'static, [u32]>,
+    /// The low 16 bits of each literal's end ([`Automaton::literal_end`]).
+    pub literal_ends: Cow<'static, [u16]>,
+    /// The literals whose end is the first past a multiple of 65,536: a
+    /// literal is at most 65,535 bytes, so the ends' high bits count how
+    /// many of these come at or before it (the shipped tables have one).
+    pub literal_wraps: Cow<'static, [u32]>,
 }
 
 /// The transition table: 16-bit values when every row offset and match
@@ -147,7 +157,7 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
     for &sid in &rows {
         trans.extend(reps.iter().map(|&b| index[&next(sid, b)]));
     }
-    let resume: Vec<u32> = resume.iter().map(|&r| (r * stride) as u32).collect();
+    let resume: Vec<u16> = resume.iter().map(|&r| u16::try_from(r).expect("fewer rows than states")).collect();
     let (mut match_ends, mut verify) = (Vec::new(), Vec::new());
     for &sid in &order[first_match..] {
         for k in 0..dfa.match_len(sid) {
@@ -156,15 +166,17 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
         match_ends.push(u16::try_from(verify.len()).expect("fewer than 65,536 literals to verify"));
     }
     let verify_next: Vec<u8> = verify.iter().map(|&p| literals[p as usize].get(PREFIX).copied().unwrap_or(0)).collect();
-    let follow = follow_masks(literals, &match_ends, &verify, &classes);
+    let (follow, follow_masks) = follow_masks(literals, &match_ends, &verify, &classes)?;
     let literal_bytes: Vec<u8> = literals.concat();
-    let literal_ends: Vec<u32> = literals
-        .iter()
-        .scan(0u32, |end, l| {
-            *end += l.len() as u32;
-            Some(*end)
-        })
-        .collect();
+    let (mut literal_ends, mut literal_wraps, mut end) = (Vec::with_capacity(literals.len()), Vec::new(), 0u64);
+    for (p, l) in literals.iter().enumerate() {
+        let next = end + l.len() as u64;
+        if next >> 16 != end >> 16 {
+            literal_wraps.push(u32::try_from(p).expect("fewer than 65,536 literals"));
+        }
+        literal_ends.push(next as u16);
+        end = next;
+    }
     Ok(Automaton {
         classes: Cow::Owned(classes),
         stride,
@@ -179,8 +191,10 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
         verify: Cow::Owned(verify),
         verify_next: Cow::Owned(verify_next),
         follow: Cow::Owned(follow),
+        follow_masks: Cow::Owned(follow_masks),
         literal_bytes: Cow::Owned(literal_bytes),
         literal_ends: Cow::Owned(literal_ends),
+        literal_wraps: Cow::Owned(literal_wraps),
     })
 }
 
@@ -211,18 +225,35 @@ fn rows<S: Copy + Eq + std::hash::Hash>(
 
 /// [`Automaton::follow`]: two masks for each match state, of the classes of
 /// the bytes at `PREFIX` and `PREFIX + 1` in its literals (all ones for a
-/// literal that ends before that byte).
-fn follow_masks(literals: &[&[u8]], match_ends: &[u16], verify: &[u16], classes: &[u8; 256]) -> Vec<u64> {
+/// literal that ends before that byte), as indexes into the distinct masks.
+fn follow_masks(
+    literals: &[&[u8]],
+    match_ends: &[u16],
+    verify: &[u16],
+    classes: &[u8; 256],
+) -> Result<(Vec<u16>, Vec<u64>), String> {
     let bit = |lit: &[u8], at: usize| lit.get(at).map_or(u64::MAX, |&b| 1 << (classes[b as usize] % 64));
-    let mut from = 0;
+    let (mut from, mut masks) = (0, Vec::new());
+    let mut known: std::collections::HashMap<u64, u16> = std::collections::HashMap::new();
     let mut follow = Vec::with_capacity(match_ends.len() * 2);
     for &to in match_ends {
         let group = verify[from..to as usize].iter().map(|&p| literals[p as usize]);
-        follow.push(group.clone().fold(0, |m, lit| m | bit(lit, PREFIX)));
-        follow.push(group.fold(0, |m, lit| m | bit(lit, PREFIX + 1)));
+        for at in [PREFIX, PREFIX + 1] {
+            let mask = group.clone().fold(0, |m, lit| m | bit(lit, at));
+            let index = match known.get(&mask) {
+                Some(&i) => i,
+                None => {
+                    let i = u16::try_from(masks.len()).map_err(|_| "more than 65,536 distinct follow masks")?;
+                    known.insert(mask, i);
+                    masks.push(mask);
+                    i
+                }
+            };
+            follow.push(index);
+        }
         from = to as usize;
     }
-    follow
+    Ok((follow, masks))
 }
 
 /// The distinct prefixes, and for each the literals (by index) that start with it.
@@ -302,10 +333,16 @@ impl Automaton {
         self.literal_ends.is_empty()
     }
 
+    /// Where literal `p` ends in [`Automaton::literal_bytes`].
+    pub fn literal_end(&self, p: usize) -> usize {
+        let high = self.literal_wraps.partition_point(|&w| w as usize <= p);
+        (high << 16) | usize::from(self.literal_ends[p])
+    }
+
     /// Literal `p`.
     pub fn literal(&self, p: usize) -> &[u8] {
-        let start = if p == 0 { 0 } else { self.literal_ends[p - 1] as usize };
-        &self.literal_bytes[start..self.literal_ends[p] as usize]
+        let start = if p == 0 { 0 } else { self.literal_end(p - 1) };
+        &self.literal_bytes[start..self.literal_end(p)]
     }
 
     /// Calls `hit(literal, start, end)` for every occurrence of every literal
@@ -347,8 +384,9 @@ impl Automaton {
         loop {
             at = self.to_match(trans, hay, at, &mut state)?;
             let k = state - self.first_match as usize;
-            state = self.resume[k] as usize;
-            if (self.follow[2 * k] >> class_at(at)) & (self.follow[2 * k + 1] >> class_at(at + 1)) & 1 != 0 {
+            state = usize::from(self.resume[k]) * self.stride;
+            let mask = |i: usize| self.follow_masks[usize::from(self.follow[i])];
+            if (mask(2 * k) >> class_at(at)) & (mask(2 * k + 1) >> class_at(at + 1)) & 1 != 0 {
                 return Some((at, state, k));
             }
         }
@@ -494,6 +532,18 @@ mod tests {
         let a = build(&[b"ab", b"abcd"]).unwrap();
         assert_eq!((a.trans.len() / a.stride, a.resume.len()), (4, 2), "start, a, abc and a row for ab");
         assert_eq!(ours(&a, b"xabcd ab"), vec![(0, 1, 3), (0, 6, 8), (1, 1, 5)]);
+    }
+
+    #[test]
+    fn literals_past_64_kib_read_back_whole() {
+        let long: Vec<Vec<u8>> = (0..4u8).map(|i| [&b"x"[..], &vec![b'a' + i; 39_999]].concat()).collect();
+        let refs: Vec<&[u8]> = long.iter().map(Vec::as_slice).collect();
+        let a = build(&refs).unwrap();
+        assert_eq!(a.literal_wraps[..], [1, 3], "ends 80,000 and 160,000 pass 65,536 and 131,072");
+        for (p, l) in long.iter().enumerate() {
+            assert_eq!(a.literal(p), &l[..], "literal {p}");
+        }
+        assert_eq!(ours(&a, &long[3]), vec![(3, 0, 40_000)]);
     }
 
     #[test]
