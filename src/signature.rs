@@ -58,9 +58,9 @@
 
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder};
 use regex_lite::Regex;
 
+use crate::automaton::{self, Automaton};
 use crate::text::head;
 
 /// The signature is cut to this many bytes.
@@ -179,8 +179,13 @@ static TMP: LazyLock<Regex> = LazyLock::new(|| {
 
 static PROGRESS_PCT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\[\s*[0-9]{1,3}%\]$").unwrap());
 
-static ERRORS: LazyLock<AhoCorasick> =
-    LazyLock::new(|| AhoCorasickBuilder::new().ascii_case_insensitive(true).build(ERROR_WORDS).unwrap());
+/// The error words in the marker tables' own automaton, which finds them in
+/// any ASCII case: the component then carries no second searcher (the
+/// aho-corasick crate's search and prefilter code, about 20 KB of it).
+static ERRORS: LazyLock<Automaton> = LazyLock::new(|| {
+    let words: Vec<&[u8]> = ERROR_WORDS.iter().map(|w| w.as_bytes()).collect();
+    automaton::build(&words).expect("the error words build")
+});
 
 /// The signature of a failure detail (see the module documentation).
 pub fn signature(detail: &str, check: Option<&str>) -> String {
@@ -272,17 +277,17 @@ fn is_error_line(line: &str) -> bool {
         return false;
     }
     let b = line.as_bytes();
-    ERRORS.find_overlapping_iter(line).any(|m| {
-        let (start, end) = (m.start(), m.end());
-        if !b[start].is_ascii_alphabetic() {
-            return true;
-        }
-        let before = start == 0 || {
-            let p = b[start - 1];
-            !is_word_byte(p) || (p.is_ascii_lowercase() && b[start].is_ascii_uppercase())
+    let mut found = false;
+    ERRORS.scan(b, |_, start, end| {
+        found = found || !b[start].is_ascii_alphabetic() || {
+            let before = start == 0 || {
+                let p = b[start - 1];
+                !is_word_byte(p) || (p.is_ascii_lowercase() && b[start].is_ascii_uppercase())
+            };
+            before && b.get(end) != Some(&b'_')
         };
-        before && b.get(end) != Some(&b'_')
-    })
+    });
+    found
 }
 
 fn is_word_byte(b: u8) -> bool {
