@@ -487,6 +487,11 @@ mod tests {
         let owned = shipped_literals();
         let literals: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
         let a = build(&literals).unwrap();
+        // Each follow mask is stored once: the two masks of each of the shipped
+        // literals' match states take a few hundred distinct values.
+        let distinct: std::collections::HashSet<u64> = a.follow_masks.iter().copied().collect();
+        assert_eq!(distinct.len(), a.follow_masks.len(), "no mask is stored twice");
+        assert!(a.follow_masks.len() * 4 < a.follow.len(), "{} masks for {}", a.follow_masks.len(), a.follow.len());
         let ac = insensitive(&literals);
         let corpus = [
             include_str!("../tests/corpus/dev.jsonl"),
