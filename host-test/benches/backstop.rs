@@ -147,9 +147,12 @@ fn synthetic_markers(count: usize) -> String {
             .map(|_| {
                 let len = 4 + (next() % 5) as usize;
                 (0..len)
-                    .map(|k| match k < 4 {
-                        true => COMMON[(next() % 12) as usize] as char,
-                        false => (b'a' + (next() % 26) as u8) as char,
+                    .map(|k| {
+                        if k < 4 {
+                            COMMON[(next() % 12) as usize] as char
+                        } else {
+                            (b'a' + (next() % 26) as u8) as char
+                        }
                     })
                     .collect()
             })
