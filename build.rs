@@ -18,6 +18,9 @@
 #[path = "src/automaton.rs"]
 #[allow(dead_code)]
 mod automaton;
+#[path = "src/patterns.rs"]
+#[allow(dead_code)]
+mod patterns;
 #[path = "src/words.rs"]
 mod words;
 
@@ -33,16 +36,9 @@ fn main() {
     println!("cargo:rerun-if-changed={}", path.display());
     println!("cargo:rerun-if-changed=src/automaton.rs");
     println!("cargo:rerun-if-changed=src/words.rs");
+    println!("cargo:rerun-if-changed=src/patterns.rs");
     let full = std::fs::read_to_string(&path).expect("markers/markers.jsonl is readable");
-    let entries: Vec<Map<String, Value>> = full
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(n, l)| match serde_json::from_str(l) {
-            Ok(Value::Object(m)) => m,
-            _ => panic!("markers/markers.jsonl line {}: not a JSON object", n + 1),
-        })
-        .collect();
+    let entries = entries(&full);
     let mut out = String::new();
     write_markers(&mut out, &entries);
     write_automaton(&mut out, &entries);
@@ -51,6 +47,32 @@ fn main() {
     std::fs::write(dir.join("weights.rs"), weights(&root)).unwrap();
     let digest: String = Sha256::digest(full.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
     std::fs::write(dir.join("markers.sha256"), digest).unwrap();
+}
+
+/// The entries of the written tables, each `shape` and `unless` with its
+/// named patterns expanded (`src/patterns.rs`); the patterns' own lines are
+/// not entries.
+fn entries(full: &str) -> Vec<Map<String, Value>> {
+    let mut named: Vec<(String, String)> = Vec::new();
+    let mut out = Vec::new();
+    for (n, line) in full.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let Ok(Value::Object(mut e)) = serde_json::from_str(line) else {
+            panic!("markers/markers.jsonl line {}: not a JSON object", n + 1)
+        };
+        if let (Some(name), Some(regex)) = (text(&e, "pattern"), text(&e, "regex")) {
+            named.push((name, regex));
+            continue;
+        }
+        for key in ["shape", "unless"] {
+            if let Some(expr) = text(&e, key) {
+                let expanded = patterns::expand(&expr, &named)
+                    .unwrap_or_else(|rule| panic!("markers/markers.jsonl line {}: {rule}", n + 1));
+                e.insert(key.to_string(), Value::String(expanded));
+            }
+        }
+        out.push(e);
+    }
+    out
 }
 
 fn text(e: &Map<String, Value>, key: &str) -> Option<String> {

@@ -17,6 +17,7 @@ pub mod json;
 pub mod limits;
 pub mod markers;
 pub mod model;
+pub mod patterns;
 pub mod policy;
 pub mod record;
 pub mod reset;

@@ -304,23 +304,56 @@ pub struct Hit {
     pub end: usize,
 }
 
-/// Parses written tables: every entry needs a source. Errors name the line
-/// and the problem.
+/// A line of the written tables that defines a named pattern (`patterns.rs`).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamedPattern {
+    pattern: String,
+    regex: String,
+    source: String,
+}
+
+/// Parses written tables: every entry needs a source. A named pattern's line
+/// defines it for the lines after it, whose `shape` and `unless` are read
+/// with their references expanded. Errors name the line and the problem.
 pub fn parse(jsonl: &str) -> Result<Vec<Marker>, String> {
     let mut out: Vec<Marker> = Vec::new();
+    let mut named: Vec<(String, String)> = Vec::new();
     for (n, line) in jsonl.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
-        let m: Marker = serde_json::from_str(line).map_err(|e| format!("markers line {}: {e}", n + 1))?;
-        check(&m).map_err(|(_, rule)| format!("markers line {}: {rule}", n + 1))?;
+        let at = |rule: String| format!("markers line {}: {rule}", n + 1);
+        let value: serde_json::Value = serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
+        if value.get("pattern").is_some() {
+            let p: NamedPattern = serde_json::from_value(value).map_err(|e| at(e.to_string()))?;
+            named.push(named_pattern(p, &named).map_err(at)?);
+            continue;
+        }
+        let mut m: Marker = serde_json::from_value(value).map_err(|e| at(e.to_string()))?;
+        for expr in [&mut m.shape, &mut m.unless].into_iter().flatten() {
+            *expr = Cow::Owned(crate::patterns::expand(expr, &named).map_err(at)?);
+        }
+        check(&m).map_err(|(_, rule)| at(rule))?;
         if let Some(rule) = duplicate(&out, &m) {
-            return Err(format!("markers line {}: {rule}", n + 1));
+            return Err(at(rule));
         }
         out.push(m);
     }
     Ok(out)
+}
+
+/// A named pattern's definition, checked: a new name, a source, an expression.
+fn named_pattern(p: NamedPattern, before: &[(String, String)]) -> Result<(String, String), String> {
+    if !crate::patterns::is_name(&p.pattern) || before.iter().any(|(n, _)| *n == p.pattern) {
+        return Err(format!("pattern {:?}: a new name of lower-case letters and `_`", p.pattern));
+    }
+    if p.source.trim().is_empty() {
+        return Err(format!("pattern {:?} has no source", p.pattern));
+    }
+    compile(&p.regex).map_err(|e| format!("pattern {:?} is not a regular expression: {e}", p.pattern))?;
+    Ok((p.pattern, p.regex))
 }
 
 /// Why `m` repeats an entry of `before` (the same text, kind and context), if it does.
@@ -365,6 +398,10 @@ pub fn check(m: &Marker) -> Result<(), (&'static str, String)> {
         let Some(r) = re else { continue };
         if r.len() > MAX_EXPRESSION {
             return Err((field, format!("at most {MAX_EXPRESSION} bytes")));
+        }
+        if r.contains(crate::patterns::OPEN) {
+            let rule = format!("{field} of {:?} names a pattern (`(?&name)`): only the shipped tables do", m.marker);
+            return Err((field, rule));
         }
         compile(r).map_err(|e| (field, format!("{field} of {:?} is not a regular expression: {e}", m.marker)))?;
     }
@@ -659,6 +696,45 @@ mod tests {
         assert_eq!((&a.0.verify, &a.0.literal_bytes, &a.0.classes), (&a.1.verify, &a.1.literal_bytes, &a.1.classes));
         assert_eq!((&a.0.trans, &a.0.resume), (&a.1.trans, &a.1.resume));
         assert_eq!(built.text_index, tables().text_index);
+    }
+
+    /// A named pattern stands for its expression in the lines after it, and
+    /// each way a definition or a reference can be wrong is refused naming
+    /// its line.
+    #[test]
+    fn named_patterns_expand_in_later_lines_only() {
+        let def = r#"{"pattern": "local", "regex": "\\blocalhost\\b", "source": "s"}"#;
+        let entry = r#"{"class": "environmental", "marker": "refused", "match": "word", "source": "s", "unless": "x|(?&local)"}"#;
+        let m = parse(&format!("{def}\n{entry}\n")).unwrap();
+        assert_eq!(m.len(), 1, "a definition is no marker");
+        assert_eq!(m[0].unless.as_deref(), Some(r"x|(?:\blocalhost\b)"));
+        let refused = |text: String| parse(&text).unwrap_err();
+        assert!(refused(format!("{entry}\n{def}")).starts_with("markers line 1: no pattern named \"local\""));
+        assert!(refused(format!("{def}\n{def}")).contains("line 2: pattern \"local\": a new name"));
+        assert!(refused(def.replace(r#""s""#, r#""""#)).contains("has no source"));
+        assert!(refused(def.replace(r"\\blocalhost\\b", "(unclosed")).contains("is not a regular expression"));
+        assert!(refused(def.replace(r#""s"}"#, r#""s", "weak": true}"#)).contains("unknown field"));
+    }
+
+    /// An operator's entry writes its expressions out: a reference is refused
+    /// by name, not as a broken expression.
+    #[test]
+    fn an_operator_marker_may_not_name_a_pattern() {
+        let entry =
+            r#"{"class": "transient_transport", "marker": "bundle upload refused", "match": "word", "source": "s"}"#;
+        let m = Marker { unless: Some(Cow::Borrowed("(?&local)")), ..parse(entry).unwrap()[0].clone() };
+        let (field, rule) = check(&m).unwrap_err();
+        assert_eq!(field, "unless");
+        assert!(rule.contains("names a pattern"), "{rule}");
+    }
+
+    /// The refusal rules read the two named patterns the file defines.
+    #[test]
+    fn the_shipped_refusal_rules_share_the_named_patterns() {
+        let lines: Vec<&str> = MARKERS_JSONL.lines().collect();
+        assert!(lines[0].starts_with(r#"{"pattern": "local""#) && lines[1].starts_with(r#"{"pattern": "remote""#));
+        let uses = |name: &str| MARKERS_JSONL.matches(&format!("(?&{name})")).count();
+        assert!(uses("local") > 40 && uses("remote") > 15, "local {} remote {}", uses("local"), uses("remote"));
     }
 
     #[test]
