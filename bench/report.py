@@ -497,7 +497,7 @@ median per call (10 samples, short measurement windows so the whole run takes a
 few minutes); Python and JavaScript times are the median of 9 batches.
 
 "Native" is the core called in-process from Rust; "component" is the same
-core compiled to `wasm32-unknown-unknown` (profile `component`: opt-level 3
+core compiled to `wasm32-unknown-unknown` (profile `component`: opt-level 2
 for Backstop's own code, z for its dependencies and s for serde_json, LTO;
 then binaryen's `wasm-opt -O3`) and called through the wasmtime host `backstop_host::Backstop`, with the
 per-call deadline and memory limits on as shipped (fuel off; the metered call
