@@ -59,7 +59,8 @@ fn entries(full: &str) -> Vec<Map<String, Value>> {
         let Ok(Value::Object(mut e)) = serde_json::from_str(line) else {
             panic!("markers/markers.jsonl line {}: not a JSON object", n + 1)
         };
-        if let (Some(name), Some(regex)) = (text(&e, "pattern"), text(&e, "regex")) {
+        if let Some(name) = text(&e, "pattern") {
+            let regex = text(&e, "regex").unwrap_or_else(|| panic!("markers/markers.jsonl line {}: no regex", n + 1));
             named.push((name, regex));
             continue;
         }

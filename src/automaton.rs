@@ -520,9 +520,13 @@ mod tests {
     /// continue stops the walk for one.
     #[test]
     fn the_walk_stops_only_where_a_literal_may_continue() {
-        let a = build(&[b"abcdef", b"abcdgh", b"efgh"]).unwrap();
-        let Trans::Narrow(trans) = &a.trans else { panic!("a small automaton is narrow") };
-        let stops = |hay: &[u8]| a.advance(trans, hay, 0, a.start as usize).map(|(end, _, _)| end);
+        // Where the walk of `literals`' automaton over `hay` first stops to verify.
+        fn first_stop(literals: &[&[u8]], hay: &[u8]) -> Option<usize> {
+            let a = build(literals).unwrap();
+            let Trans::Narrow(trans) = &a.trans else { panic!("a small automaton is narrow") };
+            a.advance(trans, hay, 0, a.start as usize).map(|(end, _, _)| end)
+        }
+        let stops = |hay: &[u8]| first_stop(&[b"abcdef", b"abcdgh", b"efgh"], hay);
         assert_eq!(stops(b"xabcdefx"), Some(5), "abcd then e f: abcdef may follow");
         assert_eq!(stops(b"xabcdghx"), Some(5), "abcd then g h: abcdgh may follow");
         // Each mask holds the bytes of every literal of the group at its
@@ -532,9 +536,7 @@ mod tests {
         assert_eq!(stops(b"efgh"), Some(4), "efgh is a whole literal");
         // The test reaches FOLLOW bytes past the prefix: a word that begins as
         // a literal does and parts from it at its fourth byte is passed over.
-        let a = build(&[b"abcdefgh", b"efgh"]).unwrap();
-        let Trans::Narrow(trans) = &a.trans else { panic!("a small automaton is narrow") };
-        let stops = |hay: &[u8]| a.advance(trans, hay, 0, a.start as usize).map(|(end, _, _)| end);
+        let stops = |hay: &[u8]| first_stop(&[b"abcdefgh", b"efgh"], hay);
         assert_eq!(stops(b"xabcdefgax"), None, "abcd then e f g a: abcdefgh parts at its last byte");
         assert_eq!(stops(b"xabcdefghx"), Some(5), "abcd then e f g h: abcdefgh may follow");
     }
