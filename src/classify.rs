@@ -24,8 +24,10 @@
 //!    throttling is a rate limit, not an auth failure or a bad request. A
 //!    usage limit that the text names outranks an environmental status
 //!    phrase of the generic family the same way (`Status Code: 403 -> API
-//!    rate limit of 50 calls per hour exceeded`); a 400 stays work, and a
-//!    specific or structured 401/403 is never outranked by a usage limit.
+//!    rate limit of 50 calls per hour exceeded`), a 401 phrase too (`HTTP
+//!    Error 401` with `Maximum credits exceeded`), which a throttle never
+//!    outranks; a 400 stays work, and a specific or structured 401/403 is
+//!    never outranked by a usage limit.
 //! 6. The strongest class wins: work > environmental > usage-limit >
 //!    transient-transport. Within a class a structured fact is reported before
 //!    a marker, and among markers the earliest, then the longest.
@@ -330,11 +332,12 @@ fn choose(candidates: Vec<Candidate>) -> Option<Candidate> {
     let text = |c: &Candidate| matches!(c.source, SignalSource::Marker | SignalSource::OperatorMarker);
     let usage = candidates.iter().any(|c| c.class == FailureClass::UsageLimit && !c.weak && text(c));
     // A restated status yields to a throttle. A status phrase of the generic
-    // family that is environmental (`status code: 403`) also yields to a
-    // usage limit the text names, which servers answer with it; a 400 stays
-    // work, and a specific or structured 401/403 never yields to a usage limit.
+    // family that is environmental (`status code: 403`, `status code: 401`)
+    // also yields to a usage limit the text names, which servers answer with
+    // it; a 400 stays work, a 401 phrase never yields to a throttle, and a
+    // specific or structured 401/403 never yields to a usage limit.
     let restates = |c: &Candidate| {
-        c.status && (throttled || (usage && c.class == FailureClass::Environmental && c.generic && text(c)))
+        (c.status && throttled) || (usage && c.class == FailureClass::Environmental && c.generic && text(c))
     };
     // A frame yields to a transient marker in the message on its own line:
     // the lines that hold one, gathered once.
