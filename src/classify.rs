@@ -64,6 +64,10 @@ pub const MAX_STEP_ID: usize = 256;
 pub const LONG_WAIT: Duration = 5 * 60 * 1_000_000_000;
 /// The line of the deciding signal kept in front of a cut echo, at most.
 const SIGNAL_LINE_MAX: usize = 240;
+/// The most bytes of an error type or code read as text for markers (an
+/// exception class with its module path is far shorter); a longer value is
+/// read from its start.
+const MAX_CODE_TEXT: usize = 256;
 const ELIDED: &str = "…(earlier evidence elided)…\n";
 
 const COMPLETED: [&str; 6] = ["success", "succeeded", "completed", "ok", "passed", "skipped"];
@@ -287,9 +291,8 @@ fn text_candidates(t: &Tables, parts: &[Part]) -> Vec<Candidate> {
 fn fact_candidates(t: &Tables, evidence: &Evidence) -> Vec<Candidate> {
     let mut out = Vec::new();
     for (field, value) in [("error-type", &evidence.error_type), ("error-code", &evidence.error_code)] {
-        if let Some(i) = value.as_deref().and_then(|v| t.lookup(MarkerMatch::Code, v)) {
-            let m = t.marker(i);
-            out.push(Candidate::marker(&m, format!("{field} {}", m.marker), SignalSource::ErrorCode, Tier::Structured));
+        if let Some(v) = value.as_deref() {
+            out.extend(code_candidates(t, field, v));
         }
     }
     let code_known = !out.is_empty();
@@ -302,6 +305,26 @@ fn fact_candidates(t: &Tables, evidence: &Evidence) -> Vec<Candidate> {
         }
     }
     out
+}
+
+/// A structured error type or code: its entry in the code table, or else
+/// the text markers the value holds, read as the structured fact it is. A
+/// host often passes an exception's class name (`RateLimitError`,
+/// `openai.APIConnectionError`, `GroqInternalServerError`) or a documented
+/// code that the tables know from logged bodies (`model_capacity_exceeded`,
+/// `ER_LOCK_DEADLOCK`); the code table holds only about a hundred of these.
+/// A weak marker is left out: a bare word says too little to decide a field.
+fn code_candidates(t: &Tables, field: &str, value: &str) -> Vec<Candidate> {
+    if let Some(i) = t.lookup(MarkerMatch::Code, value) {
+        let m = t.marker(i);
+        return vec![Candidate::marker(&m, format!("{field} {}", m.marker), SignalSource::ErrorCode, Tier::Structured)];
+    }
+    let text = head(value.trim(), MAX_CODE_TEXT);
+    let found = t.scan(text).into_iter().map(|h| t.marker(h.marker));
+    found
+        .filter(|m| !m.weak && m.class != FailureClass::Indeterminate)
+        .map(|m| Candidate::marker(&m, format!("{field} {}", m.marker), SignalSource::ErrorCode, Tier::Structured))
+        .collect()
 }
 
 /// The hints that are facts about the failure: a reached usage limit, a spent
