@@ -466,7 +466,7 @@ mod tests {
             answer.contains(r#""evidence":"step 3 \"build\" failed\n\tat C:\\work\\x\u2026\u0001\nAPI"#),
             "{answer}"
         );
-        let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
-        assert_eq!(keys.iter().filter(|k| *k == "evidence").count(), 1);
+        // The answer's own text holds the key once (a parsed map could not show a second).
+        assert_eq!(answer.matches(r#""evidence":"#).count(), 1, "{answer}");
     }
 }
