@@ -315,16 +315,13 @@ fn fact_candidates(t: &Tables, evidence: &Evidence) -> Vec<Candidate> {
 /// `ER_LOCK_DEADLOCK`); the code table holds only about a hundred of these.
 /// A weak marker is left out: a bare word says too little to decide a field.
 fn code_candidates(t: &Tables, field: &str, value: &str) -> Vec<Candidate> {
+    let fact =
+        |m: &Marker| Candidate::marker(m, format!("{field} {}", m.marker), SignalSource::ErrorCode, Tier::Structured);
     if let Some(i) = t.lookup(MarkerMatch::Code, value) {
-        let m = t.marker(i);
-        return vec![Candidate::marker(&m, format!("{field} {}", m.marker), SignalSource::ErrorCode, Tier::Structured)];
+        return vec![fact(&t.marker(i))];
     }
-    let text = head(value.trim(), MAX_CODE_TEXT);
-    let found = t.scan(text).into_iter().map(|h| t.marker(h.marker));
-    found
-        .filter(|m| !m.weak && m.class != FailureClass::Indeterminate)
-        .map(|m| Candidate::marker(&m, format!("{field} {}", m.marker), SignalSource::ErrorCode, Tier::Structured))
-        .collect()
+    let found = t.scan(head(value.trim(), MAX_CODE_TEXT)).into_iter().map(|h| t.marker(h.marker));
+    found.filter(|m| !m.weak && m.class != FailureClass::Indeterminate).map(|m| fact(&m)).collect()
 }
 
 /// The hints that are facts about the failure: a reached usage limit, a spent

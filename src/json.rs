@@ -104,15 +104,18 @@ fn write<T: Serialize>(value: &T) -> String {
 fn write_classification(mut c: Classification) -> String {
     const EMPTY_ECHO: &str = "\"evidence\":\"\"";
     let echo = std::mem::take(&mut c.evidence);
-    let mut out = write(&c);
+    let out = write(&c);
     // The key is found once: in a JSON text a `"` inside a string is
     // escaped, and one that ends a string is followed by `,` `:` `}` or `]`.
     match out.find(EMPTY_ECHO) {
         Some(at) if !echo.is_empty() => {
-            let mut escaped = String::with_capacity(echo.len() + echo.len() / 16 + 8);
-            push_escaped(&mut escaped, &echo);
-            out.insert_str(at + EMPTY_ECHO.len() - 1, &escaped);
-            out
+            // Written in place between the two halves, not escaped apart and inserted.
+            let (head, tail) = out.split_at(at + EMPTY_ECHO.len() - 1);
+            let mut answer = String::with_capacity(out.len() + echo.len() + echo.len() / 16);
+            answer.push_str(head);
+            push_escaped(&mut answer, &echo);
+            answer.push_str(tail);
+            answer
         }
         Some(_) => out,
         None => {
@@ -207,17 +210,12 @@ impl serde_json::ser::Formatter for Ascii {
         if fragment.is_ascii() {
             return w.write_all(fragment.as_bytes());
         }
-        let mut rest = fragment;
-        // The first byte outside ASCII after ASCII bytes starts a character.
-        while let Some(i) = rest.bytes().position(|b| !b.is_ascii()) {
-            w.write_all(&rest.as_bytes()[..i])?;
-            let c = rest[i..].chars().next().unwrap_or('\u{fffd}');
-            for unit in c.encode_utf16(&mut [0u16; 2]) {
-                write!(w, "\\u{unit:04x}")?;
-            }
-            rest = &rest[i + c.len_utf8()..];
-        }
-        w.write_all(rest.as_bytes())
+        // A fragment holds no quote, backslash or control character (serde_json
+        // escapes those between fragments), so `push_escaped` only writes its
+        // characters outside ASCII as `\u` escapes: one escaper for both paths.
+        let mut escaped = String::with_capacity(fragment.len() * 2);
+        push_escaped(&mut escaped, fragment);
+        w.write_all(escaped.as_bytes())
     }
 }
 
@@ -454,6 +452,25 @@ mod tests {
         fn any_echo_is_written_as_serde_json_writes_it(echo in proptest::prelude::any::<String>()) {
             echo_as_serde_writes_it(echo)?;
         }
+    }
+
+    /// The scan passes a word of eight plain bytes whole and stops at the
+    /// first byte to escape wherever it lies in a word, or at the end.
+    #[test]
+    fn next_special_finds_the_first_byte_to_escape() {
+        for special in [b'"', b'\\', b'\n', 0x00, 0x1f, 0xc3] {
+            for at in 0..20 {
+                let mut bytes = vec![b'a'; 20];
+                bytes[at] = special;
+                assert_eq!(next_special(&bytes, 0), at, "{special:#x} at {at}");
+                assert_eq!(next_special(&bytes, at + 1), 20, "{special:#x} at {at}: nothing after it");
+            }
+        }
+        assert_eq!(
+            next_special(b"~ !#[]\x7f", 0),
+            7,
+            "0x7f and the neighbours of the quote and backslash (! [ ]) need no escape"
+        );
     }
 
     #[test]
