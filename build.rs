@@ -21,6 +21,8 @@ mod automaton;
 #[path = "src/patterns.rs"]
 #[allow(dead_code)]
 mod patterns;
+#[path = "src/statusforms.rs"]
+mod statusforms;
 #[path = "src/words.rs"]
 mod words;
 
@@ -37,6 +39,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/automaton.rs");
     println!("cargo:rerun-if-changed=src/words.rs");
     println!("cargo:rerun-if-changed=src/patterns.rs");
+    println!("cargo:rerun-if-changed=src/statusforms.rs");
     let full = std::fs::read_to_string(&path).expect("markers/markers.jsonl is readable");
     let entries = entries(&full);
     let mut out = String::new();
@@ -50,7 +53,8 @@ fn main() {
 }
 
 /// The entries of the written tables, each `shape` and `unless` with its
-/// named patterns expanded (`src/patterns.rs`); the patterns' own lines are
+/// named patterns expanded (`src/patterns.rs`) and each status form as the
+/// entries it stands for (`src/statusforms.rs`); the patterns' own lines are
 /// not entries.
 fn entries(full: &str) -> Vec<Map<String, Value>> {
     let mut named: Vec<(String, String)> = Vec::new();
@@ -64,6 +68,13 @@ fn entries(full: &str) -> Vec<Map<String, Value>> {
             named.push((name, regex));
             continue;
         }
+        if e.contains_key(statusforms::KEY) {
+            let table: Vec<statusforms::Status> = out.iter().filter_map(status).collect();
+            let expanded = statusforms::expand(&e, &table)
+                .unwrap_or_else(|rule| panic!("markers/markers.jsonl line {}: {rule}", n + 1));
+            out.extend(expanded);
+            continue;
+        }
         for key in ["shape", "unless"] {
             if let Some(expr) = text(&e, key) {
                 let expanded = patterns::expand(&expr, &named)
@@ -74,6 +85,16 @@ fn entries(full: &str) -> Vec<Map<String, Value>> {
         out.push(e);
     }
     out
+}
+
+/// An `http` entry as a row of the status table.
+fn status(e: &Map<String, Value>) -> Option<statusforms::Status> {
+    (text(e, "match").as_deref() == Some("http")).then(|| statusforms::Status {
+        code: text(e, "marker").unwrap_or_default(),
+        class: text(e, "class").unwrap_or_default(),
+        status: flag(e, "status"),
+        generic: flag(e, "generic"),
+    })
 }
 
 fn text(e: &Map<String, Value>, key: &str) -> Option<String> {

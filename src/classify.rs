@@ -153,15 +153,14 @@ impl Candidate {
         }
     }
 
-    /// A candidate from a marker entry, with the entry's flags. Of the
-    /// structured statuses, 400, 403 and 429 yield to a throttle; 401 never.
+    /// A candidate from a marker entry, with the entry's flags (the status
+    /// table's say which structured statuses yield to a throttle).
     fn marker(m: &Marker, signal: String, source: SignalSource, tier: Tier) -> Candidate {
-        let yielding_status = source == SignalSource::HttpStatus && ["400", "403", "429"].contains(&m.marker.as_ref());
         Candidate {
             weak: m.weak,
             generic: m.generic,
             throttle: m.throttle,
-            status: m.status || yielding_status,
+            status: m.status,
             frame: m.frame,
             ..Candidate::fact(m.class, signal, source, tier)
         }
@@ -354,10 +353,13 @@ fn choose(candidates: Vec<Candidate>) -> Option<Candidate> {
     // A restated status yields to a throttle. A status phrase of the generic
     // family that is environmental (`status code: 403`, `status code: 401`)
     // also yields to a usage limit the text names, which servers answer with
-    // it; a 400 stays work, a 401 phrase never yields to a throttle, and a
-    // specific or structured 401/403 never yields to a usage limit.
+    // it, and so does a generic structured status (402, 400, 413, 422); a
+    // 400 phrase stays work, a 401 never yields to a throttle, and a specific
+    // or structured 401/403 never yields to a usage limit.
     let restates = |c: &Candidate| {
-        (c.status && throttled) || (usage && c.class == FailureClass::Environmental && c.generic && text(c))
+        let generic_stop =
+            c.generic && ((c.class == FailureClass::Environmental && text(c)) || c.source == SignalSource::HttpStatus);
+        (c.status && throttled) || (usage && generic_stop)
     };
     // A frame yields to a transient marker in the message on its own line:
     // the lines that hold one, gathered once.

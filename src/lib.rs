@@ -23,6 +23,7 @@ pub mod record;
 pub mod reset;
 pub mod resume;
 pub mod signature;
+pub mod statusforms;
 pub mod text;
 pub mod transport;
 pub mod weigh;

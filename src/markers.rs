@@ -315,7 +315,9 @@ struct NamedPattern {
 
 /// Parses written tables: every entry needs a source. A named pattern's line
 /// defines it for the lines after it, whose `shape` and `unless` are read
-/// with their references expanded. Errors name the line and the problem.
+/// with their references expanded; a status form's line stands for the
+/// entries it expands to (`statusforms.rs`). Errors name the line and the
+/// problem.
 pub fn parse(jsonl: &str) -> Result<Vec<Marker>, String> {
     let mut out: Vec<Marker> = Vec::new();
     let mut named: Vec<(String, String)> = Vec::new();
@@ -331,17 +333,36 @@ pub fn parse(jsonl: &str) -> Result<Vec<Marker>, String> {
             named.push(named_pattern(p, &named).map_err(at)?);
             continue;
         }
-        let mut m: Marker = serde_json::from_value(value).map_err(|e| at(e.to_string()))?;
-        for expr in [&mut m.shape, &mut m.unless].into_iter().flatten() {
-            *expr = Cow::Owned(crate::patterns::expand(expr, &named).map_err(at)?);
+        let entries = match value {
+            serde_json::Value::Object(form) if form.contains_key(crate::statusforms::KEY) => {
+                let table: Vec<_> = out.iter().filter_map(status_row).collect();
+                crate::statusforms::expand(&form, &table).map_err(at)?.into_iter().map(Into::into).collect()
+            }
+            other => vec![other],
+        };
+        for value in entries {
+            let mut m: Marker = serde_json::from_value(value).map_err(|e| at(e.to_string()))?;
+            for expr in [&mut m.shape, &mut m.unless].into_iter().flatten() {
+                *expr = Cow::Owned(crate::patterns::expand(expr, &named).map_err(at)?);
+            }
+            check(&m).map_err(|(_, rule)| at(rule))?;
+            if let Some(rule) = duplicate(&out, &m) {
+                return Err(at(rule));
+            }
+            out.push(m);
         }
-        check(&m).map_err(|(_, rule)| at(rule))?;
-        if let Some(rule) = duplicate(&out, &m) {
-            return Err(at(rule));
-        }
-        out.push(m);
     }
     Ok(out)
+}
+
+/// An `http` entry as a row of the status table (`statusforms.rs`).
+fn status_row(m: &Marker) -> Option<crate::statusforms::Status> {
+    (m.kind == MarkerMatch::Http).then(|| crate::statusforms::Status {
+        code: m.marker.to_string(),
+        class: m.class.as_str().to_string(),
+        status: m.status,
+        generic: m.generic,
+    })
 }
 
 /// A named pattern's definition, checked: a new name, a source, an expression.
@@ -650,6 +671,35 @@ pub fn tables() -> &'static Tables {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every shipped status form reads every status of the status table as
+    /// the table classes it, and reads no other code: each form written
+    /// with each code in its place.
+    #[test]
+    fn every_status_form_reads_every_status_as_the_table_does() {
+        let t = tables();
+        let table: Vec<Marker> = t.markers().filter(|m| m.kind == MarkerMatch::Http).map(|m| m.into_owned()).collect();
+        let forms: Vec<String> = MARKERS_JSONL
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| v.get(crate::statusforms::KEY).and_then(|f| f.as_str()).map(str::to_string))
+            .collect();
+        assert!(forms.len() >= 40 && table.len() >= 25, "{} forms, {} statuses", forms.len(), table.len());
+        let read = |text: &str, form: &str| -> Vec<FailureClass> {
+            let hits = t.scan(text).into_iter().map(|h| t.marker(h.marker).into_owned());
+            hits.filter(|m| m.marker == form).map(|m| m.class).collect()
+        };
+        for form in &forms {
+            for status in &table {
+                let text = form.replace('#', &status.marker);
+                assert_eq!(read(&text, form), [status.class], "{text:?} reads as http {}", status.marker);
+            }
+            for other in ["200", "409", "418", "599"] {
+                let text = form.replace('#', other);
+                assert_eq!(read(&text, form), [], "{text:?} is no status of the table");
+            }
+        }
+    }
 
     #[test]
     fn operator_tables_compile_once_per_distinct_list() {

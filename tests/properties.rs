@@ -319,12 +319,13 @@ proptest! {
         prop_assert_ne!(c.class, FailureClass::TransientTransport, "{:?}", c.signal);
     }
 
-    /// A 400, 403 or 429 whose server says it is throttling (a throttling
-    /// error code or type) is a rate limit: transient, and the first attempt
-    /// is retried or handed to resume, never stopped.
+    /// A 429, or a status the table flags as one that yields (400, 403,
+    /// 404, 405, 407, 410, 413, 422), whose server says it is throttling (a
+    /// throttling error code or type) is a rate limit: transient, and the
+    /// first attempt is retried or handed to resume, never stopped.
     #[test]
     fn a_throttling_server_makes_a_status_a_rate_limit(
-        status in select(vec![400u16, 403, 429]),
+        status in select(vec![400u16, 403, 404, 405, 407, 410, 413, 422, 429]),
         code in select(code_markers(true).into_iter().filter(|c| tables().markers().any(|m| m.throttle && &m.marker == c)).collect::<Vec<_>>()),
         as_type in any::<bool>(),
         lines in prop::collection::vec("[a-z ]{0,40}", 0..6),
