@@ -47,6 +47,9 @@ pub fn expand(form: &Map<String, Value>, table: &[Status]) -> Result<Vec<Map<Str
     if marker.matches('#').count() != 1 {
         return Err(format!("status form {marker:?} must hold one `#`, where the status stands"));
     }
+    if form.get("match").is_none() || text("source").is_none() {
+        return Err(format!("status form {marker:?} needs a `match` and a `source`"));
+    }
     if table.is_empty() {
         return Err(format!("status form {marker:?} comes before any `http` marker: no status table to read"));
     }
@@ -69,8 +72,8 @@ pub fn expand(form: &Map<String, Value>, table: &[Status]) -> Result<Vec<Map<Str
         let mut e = Map::new();
         e.insert("class".into(), Value::String(group.class.clone()));
         e.insert("marker".into(), Value::String(marker.to_string()));
-        e.insert("match".into(), form.get("match").cloned().unwrap_or(Value::Null));
-        e.insert("source".into(), form.get("source").cloned().unwrap_or(Value::Null));
+        e.insert("match".into(), form["match"].clone());
+        e.insert("source".into(), form["source"].clone());
         e.insert("shape".into(), Value::String(shape(marker, &codes)));
         if let Some(unless) = form.get("unless") {
             e.insert("unless".into(), unless.clone());
@@ -188,11 +191,15 @@ mod tests {
         assert!(no_hash.unwrap_err().contains("one `#`"));
         let two = expand(&form(r##"{"status-form": "# of #", "match": "word", "source": "s"}"##), &table());
         assert!(two.unwrap_err().contains("one `#`"));
-        let class = expand(&form(r#"{"status-form": "got #", "class": "work", "source": "s"}"#), &table());
+        let class =
+            expand(&form(r#"{"status-form": "got #", "match": "word", "class": "work", "source": "s"}"#), &table());
         assert!(class.unwrap_err().contains("no field \"class\""));
         let early = expand(&form(r#"{"status-form": "got #", "match": "word", "source": "s"}"#), &[]);
         assert!(early.unwrap_err().contains("before any `http` marker"));
-        let flag = expand(&form(r#"{"status-form": "got #", "generic": "yes", "source": "s"}"#), &table());
+        let flag =
+            expand(&form(r#"{"status-form": "got #", "match": "word", "generic": "yes", "source": "s"}"#), &table());
         assert!(flag.unwrap_err().contains("`generic`"));
+        let unsourced = expand(&form(r#"{"status-form": "got #", "match": "word"}"#), &table());
+        assert!(unsourced.unwrap_err().contains("a `match` and a `source`"));
     }
 }
