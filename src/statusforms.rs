@@ -5,10 +5,9 @@
 //! `markers/markers.jsonl` stands for one text marker per class of the
 //! table: its `#` is shaped to that class's codes (a bare group of codes,
 //! `(?:403|404)`, which `codeset.rs` reads as the codes the `#` may be) and
-//! its entry carries that class's flags. So every form
-//! reads every status the table knows, the same way the structured
-//! `http-status` is read, and a status added to the table is read in every
-//! form at once.
+//! its entry carries that class's flags. So every form reads every status
+//! the table knows, the same way the structured `http-status` is read, and
+//! a status added to the table is read in every form at once.
 //!
 //! A form may carry `generic` (every entry it stands for is generic) and an
 //! `unless`; the table's own flags (`status`, `generic`) pass to the entries
