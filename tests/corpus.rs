@@ -249,8 +249,9 @@ fn held_back_half_is_measured() {
     // markers since (docs/markers.md, "Since the fourteenth batch") took
     // back 9, and the steps after them 5 more: 47 of the fourteen batches'
     // 3064 rows. The fifteenth batch's held-back half brought 5, as at its
-    // first look, and the sixteenth's 2, as at its first look: 54.
-    assert!(r.false_retries.len() <= 54, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    // first look, the sixteenth's 2 and the seventeenth's 5, each as at
+    // its first look: 59.
+    assert!(r.false_retries.len() <= 59, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
