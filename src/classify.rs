@@ -19,15 +19,16 @@
 //!    yields to a transient marker in the message on its own line: a build
 //!    tool that reports a dropped download as a diagnostic is retried.
 //! 5. A throttle (a marker or code flagged `throttle`, or a spent rate-limit
-//!    window) outranks what only restates a status (the HTTP status and
-//!    markers flagged `status`): a 403 or 400 whose server says it is
-//!    throttling is a rate limit, not an auth failure or a bad request. A
+//!    window) outranks what only restates a status (entries of the status
+//!    table and markers flagged `status`): a 403 or 400 whose server says it
+//!    is throttling is a rate limit, not an auth failure or a bad request. A
 //!    usage limit that the text names outranks an environmental status
 //!    phrase of the generic family the same way (`Status Code: 403 -> API
 //!    rate limit of 50 calls per hour exceeded`), a 401 phrase too (`HTTP
 //!    Error 401` with `Maximum credits exceeded`), which a throttle never
-//!    outranks; a 400 stays work, and a specific or structured 401/403 is
-//!    never outranked by a usage limit.
+//!    outranks, and a generic structured status (400, 402, 413, 422); a 400
+//!    phrase stays work, and a specific or structured 401/403 is never
+//!    outranked by a usage limit.
 //! 6. The strongest class wins: work > environmental > usage-limit >
 //!    transient-transport. Within a class a structured fact is reported before
 //!    a marker, and among markers the earliest, then the longest.
