@@ -52,7 +52,7 @@ def hosts_paired_text(hp):
     ns = hp["median_ns"]
     return (
         "\n\nThe rows above come from separate timings minutes apart, and on this machine the Rust host's own "
-        "2 KiB call has measured from 13 to 19 µs in runs of the same build. So the two host targets are measured "
+        "2 KiB call measured from 13 to 19 µs in runs of the same build on 2026-12-03. So the two host targets are measured "
         f"in alternation too (`bench/hosts_paired.py`): {hp['python_rust_2k']['rounds']} rounds, each timing a "
         "batch of about 0.25 s from the Rust host (the typed call, `host-test/examples/host_call.rs`), from Python "
         "and from JavaScript, each in its own process in the order that rotates from round to round, and keeping "
@@ -259,9 +259,11 @@ def main():
             f"{paired['calls_per_batch']} component calls, then {paired['calls_per_batch']} bare DFA scans of the "
             "same 64 KiB, and keeping each round's ratios. Criterion's rows above run seconds apart, and on this "
             "shared machine the speed of the same call drifts between runs by more than the gaps being measured "
-            "(in runs a few minutes apart on the day this was written, the native 64 KiB classify took from 138 to 155 µs); within a round "
+            "(in runs a few minutes apart on 2026-12-03, the native 64 KiB classify took from 138 to 155 µs); within a round "
             "the batches run milliseconds apart, so the drift cancels in their ratio. The median round: component / "
-            f"native {spread(p_c)}; native / bare DFA {spread(p_dfa)}. The targets use these medians."
+            f"native {spread(p_c)}; native / bare DFA {spread(p_dfa)}. The targets use these medians. "
+            "The component / native ratio depends on the CPU: the build of commit 1fa7aaf read 1.19x on the "
+            "machine of 2026-12-03 and 1.96x, built again, on an AMD EPYC of family 23, model 1 on 2026-12-04."
         )
         rdfa_t, r64_t = p_dfa["median"], p_c["median"]
     verdicts.append(("native classify / bare DFA scan at 64 KiB", rdfa_t, f"<= {TARGETS['native_dfa']}x", rdfa_t is not None and rdfa_t <= TARGETS["native_dfa"]))
