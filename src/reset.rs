@@ -73,8 +73,14 @@ fn patterns() -> &'static Patterns {
             r"(?i)\b(\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)\s*(z|utc|[+-]\d{2}:?\d{2})\b",
         )
         .unwrap(),
-        relative: re(format!(r"(?i)\b(?:in|after|wait)\s+((?:\d{{1,6}}\s*(?:{UNIT_WORDS}|d|h|m|s)\b[\s,]*(?:and\s+)?)+)")),
-        unit: re(format!(r"(?i)(\d{{1,6}})\s*({UNIT_WORDS}|d|h|m|s)\b")),
+        // A Go duration (`108h48m29s`, `1h0m0s`, `8h13m`) runs its units together.
+        relative: re(format!(
+            r"(?i)\b(?:in|after|wait)\s+((?:\d{{1,6}}h)?(?:\d{{1,6}}m)?\d{{1,6}}(?:\.\d{{1,9}})?s\b|\d{{1,6}}h\d{{1,6}}m\b|(?:\d{{1,6}}\s*(?:{UNIT_WORDS}|d|h|m|s)\b[\s,]*(?:and\s+)?)+)"
+        )),
+        // Only ever run over what `relative` matched, so no word boundary
+        // after a unit: a Go duration has none between its units. A
+        // fraction counts as its whole units (`18.642s` is 18 seconds).
+        unit: re(format!(r"(?i)(\d{{1,6}})(?:\.\d{{1,9}})?\s*({UNIT_WORDS}|d|h|m|s)")),
         long_window: Regex::new(
             r"(?i)\b(?:per|each|every)\s+(?:day|hour)\b|\bin (?:1|one|an) hour\b|/\s*(?:day|hour|hr)\b|per(?:day|hour)|\b(?:daily|hourly) (?:limit|quota|cap|allowance|requests?|tokens?)\b",
         )
@@ -243,6 +249,17 @@ mod tests {
         ]);
         assert_eq!(r.at, Some(1_775_317_531_000));
         assert_eq!(r.after, Some(602_705 * NANOS_PER_SEC));
+    }
+
+    #[test]
+    fn a_go_duration_is_a_relative_reset_and_a_fraction_counts_its_whole_units() {
+        let after = |text: &str| find_reset(&[text]).after.map(|ns| ns / NANOS_PER_SEC);
+        assert_eq!(after("Individual quota reached. Resets in 108h48m29s."), Some(108 * 3_600 + 48 * 60 + 29));
+        assert_eq!(after("rate limited, retry after 1h0m0s"), Some(3_600));
+        assert_eq!(after("quota exhausted, resets in 8h13m"), Some(8 * 3_600 + 13 * 60));
+        assert_eq!(after("Please try again in 18.642s."), Some(18), "not 18 and 642 seconds");
+        assert_eq!(after("try again in 2 hours, 5 minutes"), Some(2 * 3_600 + 5 * 60));
+        assert_eq!(after("try again in 2 months"), None, "`m` of months is no minute");
     }
 
     #[test]
