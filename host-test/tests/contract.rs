@@ -186,8 +186,22 @@ fn deadline_names_the_limit_and_the_next_call_recovers() {
     assert!(matches!(err, HostError::Deadline { limit } if limit.as_millis() == 1), "{err:?}");
     assert!(err.to_string().contains("deadline hit") && err.to_string().contains("1 ms"), "{err}");
     // A short call fits the same deadline; the default one fits the long call.
+    // 1 ms is two epoch ticks, and a loaded machine can deschedule this
+    // thread for longer than that: the instance recovers if one of a few
+    // short calls comes back, each on a fresh instance after a trap.
     let small = m::Evidence::from_text("API Error: 529");
-    assert_eq!(b.classify(&small).unwrap().class, m::FailureClass::TransientTransport);
+    let answers: Vec<_> = (0..5).map(|_| b.classify(&small)).collect();
+    assert!(
+        answers.iter().any(|a| matches!(a, Ok(c) if c.class == m::FailureClass::TransientTransport)),
+        "no short call came back under the 1 ms deadline: {answers:?}"
+    );
+    assert!(
+        answers.iter().all(|a| match a {
+            Ok(c) => c.class == m::FailureClass::TransientTransport,
+            Err(e) => matches!(e, HostError::Deadline { .. }),
+        }),
+        "{answers:?}"
+    );
     b.set_limits(Limits::default()).unwrap();
     assert_eq!(b.classify_with(&huge, &config).unwrap().unwrap().class, m::FailureClass::TransientTransport);
 }
