@@ -252,8 +252,8 @@ fn held_back_half_is_measured() {
     // first look, the sixteenth's 2 and the seventeenth's 5, each as at
     // its first look: 59. The rules written from the seventeenth's working
     // half took back 1: 58. The eighteenth's held-back half brought 1, as at
-    // its first look: 59.
-    assert!(r.false_retries.len() <= 59, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    // its first look, and the nineteenth's 2, as at its first look: 61.
+    assert!(r.false_retries.len() <= 61, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
