@@ -254,7 +254,8 @@ fn held_back_half_is_measured() {
     // half took back 1: 58. The eighteenth's held-back half brought 1, as at
     // its first look, and the nineteenth's 2, as at its first look: 61.
     // The twentieth's held-back half brought 3, as at its first look: 64.
-    assert!(r.false_retries.len() <= 64, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    // The twenty-first's brought 2, as at its first look: 66.
+    assert!(r.false_retries.len() <= 66, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
