@@ -6,7 +6,7 @@
 //! from the project's labelled real failures, the dev corpus and the working
 //! half (`tests/corpus/`), never from the held-back half, which measures
 //! them (`docs/markers.md`). They are data compiled into the crate: the
-//! words found in at least four labelled texts, each with its
+//! words found in at least six labelled texts, each with its
 //! log-probability in each class, to 1/32 of a natural log unit.
 //!
 //! Weighing only ever stops a failure: it answers `work` or
