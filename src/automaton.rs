@@ -385,15 +385,20 @@ impl Automaton {
         mut state: usize,
     ) -> Option<(usize, usize, usize)> {
         let classes = &*self.classes;
-        // The class of the byte at `i`; past the end any class will do (a
-        // literal that needs a byte there cannot match, and one that ends
-        // sooner has every bit).
-        let class_at = |i: usize| hay.get(i).map_or(0, |&b| classes[b as usize]) % 64;
         loop {
             at = self.to_match(trans, hay, at, &mut state)?;
             let k = state - self.first_match as usize;
             state = usize::from(self.resume[k]) * self.stride;
-            let mask = |q: usize| self.follow_masks[usize::from(self.follow[FOLLOW * k + q])] >> class_at(at + q);
+            // The match state's four mask indexes and the four bytes after
+            // the prefix, each read with one bounds check. Past the end any
+            // byte will do (a literal that needs a byte there cannot match,
+            // and one that ends sooner has every bit).
+            let follow = &self.follow[FOLLOW * k..FOLLOW * k + FOLLOW];
+            let next: [u8; FOLLOW] = match hay.get(at..at + FOLLOW) {
+                Some(bytes) => bytes.try_into().unwrap_or([0; FOLLOW]),
+                None => std::array::from_fn(|q| hay.get(at + q).copied().unwrap_or(0)),
+            };
+            let mask = |q: usize| self.follow_masks[usize::from(follow[q])] >> (classes[next[q] as usize] % 64);
             if (0..FOLLOW).fold(1, |fits, q| fits & mask(q)) != 0 {
                 return Some((at, state, k));
             }
