@@ -102,15 +102,24 @@ def sh(cmd):
 
 
 def machine():
-    cpu = "unknown"
+    cpu, family, model = "unknown", None, None
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "model name" and cpu == "unknown":
+                    cpu = value
+                elif key == "cpu family" and family is None:
+                    family = value
+                elif key == "model" and model is None:
+                    model = value
     except OSError:
         pass
+    # The family and model say which generation the CPU is: the component /
+    # native ratio differs between generations of the same brand name.
+    if family is not None and model is not None:
+        cpu = f"{cpu} (family {family}, model {model})"
     return {
         "nproc": sh(["nproc"]),
         "cpu": cpu,
@@ -263,7 +272,9 @@ def main():
             "the batches run milliseconds apart, so the drift cancels in their ratio. The median round: component / "
             f"native {spread(p_c)}; native / bare DFA {spread(p_dfa)}. The targets use these medians. "
             "The component / native ratio depends on the CPU: the build of commit 1fa7aaf read 1.19x on the "
-            "machine of 2026-12-03 and 1.96x, built again, on an AMD EPYC of family 23, model 1 on 2026-12-04."
+            "machine of 2026-12-03 and 1.96x, built again, on an AMD EPYC of family 23, model 1 on 2026-12-04; "
+            "commit b402912 read 1.30x on an AMD EPYC of family 25, model 17 on 2026-12-05. This run's CPU is in "
+            "the Machine table below."
         )
         rdfa_t, r64_t = p_dfa["median"], p_c["median"]
     verdicts.append(("native classify / bare DFA scan at 64 KiB", rdfa_t, f"<= {TARGETS['native_dfa']}x", rdfa_t is not None and rdfa_t <= TARGETS["native_dfa"]))
