@@ -2,8 +2,9 @@
 //! `backstop serve`'s) in and out as text, read and written by the core's own
 //! serde model (`model.rs`), so that a host needs no conversion of its own.
 //!
-//! Input is parsed with `serde_path_to_error`, so a value that does not fit
-//! the shape is refused naming its JSON path: `invalid-config` when the path
+//! Input is parsed by the model's serde rules, and a value that does not fit
+//! the shape is refused naming its JSON path (found by `jsonpath.rs` where
+//! serde_json stopped): `invalid-config` when the path
 //! lies under a configuration, else `invalid-input`. Paths are those of the
 //! core's own errors: a state's fields by their own names
 //! (`situation.step_failed.attempt`, `config.transport.max_attempts`), the
@@ -14,8 +15,8 @@
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_path_to_error::Segment;
 
+use crate::jsonpath::{offset_of, path_at, Refusal, Step};
 use crate::model::{Classification, Config, Evidence, PolicyError, State};
 
 /// The most bytes of JSON one argument may hold (16 MiB); a longer one is
@@ -219,6 +220,41 @@ impl serde_json::ser::Formatter for Ascii {
     }
 }
 
+/// serde_json's refusals of the text's structure between values, which
+/// name the object or array they are in (`jsonpath::Refusal::Structure`).
+const STRUCTURE: [&str; 6] = [
+    "expected `,` or",
+    "expected `:`",
+    "EOF while parsing an object",
+    "EOF while parsing a list",
+    "key must be a string",
+    "trailing comma",
+];
+
+/// Where a refusal lies and what kind it is (`jsonpath::Refusal`), from
+/// serde_json's message and position.
+fn refusal_at(text: &str, rule: &str, at: usize, missing: bool) -> (usize, Refusal) {
+    // After a whole object, array or string, "expected value" is about the
+    // structure (a second key in an enum's object), not about a value; but
+    // an empty object where an enum was expected is that value's refusal.
+    let mut before = text.get(..at).unwrap_or("").bytes().rev().filter(|b| !b.is_ascii_whitespace());
+    let (prev, prev2) = (before.next(), before.next());
+    let after_value = matches!(prev, Some(b'}' | b']' | b'"')) && (prev, prev2) != (Some(b'}'), Some(b'{'));
+    if missing {
+        (at, Refusal::Missing)
+    } else if rule.starts_with("unknown variant") {
+        (at, Refusal::Variant)
+    } else if rule.starts_with("expected value") && after_value {
+        (at, Refusal::Structure)
+    } else if STRUCTURE.iter().any(|s| rule.starts_with(s)) {
+        // serde_json names the place after the byte it refused, but the end
+        // of a text cut short.
+        (if rule.starts_with("EOF") { at } else { at.saturating_sub(1) }, Refusal::Structure)
+    } else {
+        (at, Refusal::Value)
+    }
+}
+
 /// Reads one argument: bounded, every value checked by the model's serde
 /// rules, nothing but white space after the value.
 fn parse<T: DeserializeOwned>(text: &str, arg: Arg) -> Result<T, PolicyError> {
@@ -227,9 +263,12 @@ fn parse<T: DeserializeOwned>(text: &str, arg: Arg) -> Result<T, PolicyError> {
         return Err(refuse(arg, arg.name().to_string(), rule));
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let rule = e.inner().to_string();
-        refuse(arg, path(arg, e.path(), &rule), rule)
+    let value = T::deserialize(&mut de).map_err(|e| {
+        let rule = e.to_string();
+        let missing = rule.strip_prefix("missing field `").and_then(|r| r.split('`').next());
+        let (at, refusal) = refusal_at(text, &rule, offset_of(text, e.line(), e.column()), missing.is_some());
+        let at = path_at(text, at, refusal);
+        refuse(arg, path(arg, &at, missing), rule)
     })?;
     de.end().map_err(|e| refuse(arg, arg.name().to_string(), e.to_string()))?;
     Ok(value)
@@ -237,15 +276,12 @@ fn parse<T: DeserializeOwned>(text: &str, arg: Arg) -> Result<T, PolicyError> {
 
 /// The JSON path of a refused value, in the core's notation: `a.b[2].c`. A
 /// missing field's path names the field.
-fn path(arg: Arg, at: &serde_path_to_error::Path, rule: &str) -> String {
+fn path(arg: Arg, at: &[Step], missing: Option<&str>) -> String {
     let mut out = if arg == Arg::State { String::new() } else { arg.name().to_string() };
-    let missing = rule.strip_prefix("missing field `").and_then(|r| r.split('`').next());
-    for segment in at.iter() {
-        match segment {
-            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
-            Segment::Map { key } => push_key(&mut out, key),
-            Segment::Enum { variant } => push_key(&mut out, variant),
-            Segment::Unknown => {}
+    for step in at {
+        match step {
+            Step::Index(index) => out.push_str(&format!("[{index}]")),
+            Step::Key(key) => push_key(&mut out, key),
         }
     }
     if let Some(field) = missing {

@@ -14,6 +14,7 @@ pub mod config;
 pub mod decision;
 pub mod hints;
 pub mod json;
+pub mod jsonpath;
 pub mod limits;
 pub mod markers;
 pub mod model;
