@@ -298,14 +298,16 @@ def main():
     text_markers = meta.get("text_markers")
     for factor in [1, 4, 16]:
         s, v = t(f"markers/single-pass/{factor}x"), t(f"markers/naive/{factor}x")
-        count = f"{meta.get('markers', 0) * factor}" if meta.get("markers") else "?"
+        at = meta.get("markers_at", {}).get(str(factor))
+        count = f"{at}" if at else (f"{meta.get('markers', 0) * factor}" if meta.get("markers") else "?")
         rows.append([f"{factor}x", count, fmt_time(s), fmt_time(v), fmt_ratio(ratio(v, s))])
     s1, s16 = t("markers/single-pass/1x"), t("markers/single-pass/16x")
     v1, v16 = t("markers/naive/1x"), t("markers/naive/16x")
     sections.append(
         "### classify, by number of markers (64 KiB of evidence)\n\n"
         f"The real table ({meta.get('markers', '?')} markers, {text_markers or '?'} of them read from text) and "
-        "tables with synthetic marker lines appended up to 4x and 16x as many, built with `Tables::build`; "
+        "tables with synthetic marker lines appended up to 4x and 16x as many (at most 60,000, what the "
+        "automaton's 16-bit literal indexes hold), built with `Tables::build`; "
         "single-pass is the core's `classify_in` with that table, naive searches each of its text markers "
         "separately.\n\n"
         + table(["table", "markers", "single-pass", "naive", "naive / single-pass"], rows)

@@ -12,7 +12,8 @@
 //!   64 KiB (lower-cased beforehand) and nothing else.
 //! - `markers/{single-pass,naive}/{1x,4x,16x}`: 64 KiB of evidence against the
 //!   real table and tables of 4x and 16x as many markers (synthetic lines
-//!   appended to the real ones, built with `Tables::build`).
+//!   appended to the real ones, built with `Tables::build`; at most 60,000,
+//!   what the automaton's 16-bit literal indexes hold).
 //! - `next-action/{native,component}/{transport-retry,breaker-story,resume}`:
 //!   states taken from the shared vectors.
 //! - `start/*`: compiling the component, loading a precompiled artifact,
@@ -166,12 +167,25 @@ fn synthetic_markers(count: usize) -> String {
     out
 }
 
-/// The real table, or the real table plus synthetic markers up to `factor` times as many.
+/// The most markers a scaled table holds: the automaton indexes its
+/// literals in 16 bits, so a table of more than 65,535 text markers does not
+/// build; 16x the real table passed that at about 4,100 real markers.
+const MAX_MARKERS: usize = 60_000;
+
+/// How many markers the table scaled by `factor` holds: `factor` times the
+/// real table's, at most [`MAX_MARKERS`].
+fn markers_times(real: usize, factor: usize) -> usize {
+    (real * factor).min(MAX_MARKERS.max(real))
+}
+
+/// The real table, or the real table plus synthetic markers up to `factor`
+/// times as many ([`markers_times`]).
 fn tables_times(factor: usize) -> Tables {
     let real = markers::parse(MARKERS_JSONL).expect("shipped markers parse");
-    let source = format!("{MARKERS_JSONL}{}", synthetic_markers(real.len() * (factor - 1)));
+    let total = markers_times(real.len(), factor);
+    let source = format!("{MARKERS_JSONL}{}", synthetic_markers(total - real.len()));
     let all = markers::parse(&source).expect("synthetic markers parse");
-    assert_eq!(all.len(), real.len() * factor);
+    assert_eq!(all.len(), total);
     Tables::build(all, &source)
 }
 
@@ -491,6 +505,7 @@ fn write_meta() {
         "component_bytes": COMPONENT.len(),
         "component_gzip_bytes": gz_len,
         "markers": real.len(),
+        "markers_at": { "1": markers_times(real.len(), 1), "4": markers_times(real.len(), 4), "16": markers_times(real.len(), 16) },
         "text_markers": text_markers,
         "wasmtime": backstop_host::wasmtime_version(),
         "scan_bytes": Options::default().scan_bytes,
