@@ -12,10 +12,10 @@
 //! fresh instance loads them without parsing or building anything, and
 //! aho-corasick has no serialized form. A full DFA of the ~580 shipped
 //! literals would take about 2 MiB (9,000 states, 56 byte classes, u32 ids),
-//! twice the component's whole size budget. The prefix DFA of the 4,021
-//! shipped literals (4,159 markers) has 1,068 match states and 1,092 rows
-//! of 57 byte classes (62,244 u16 entries, 122 KiB; a 16-bit table holds at
-//! most 65,535, so about 57 more rows fit before it is stored as u32): a
+//! twice the component's whole size budget. The prefix DFA of the 4,044
+//! shipped literals (4,182 markers) has 1,072 match states and 1,096 rows
+//! of 57 byte classes (62,472 u16 entries, 122 KiB; a 16-bit table holds at
+//! most 65,535, so about 53 more rows fit before it is stored as u32): a
 //! match state at the end of a prefix moves on as a shorter state does, so
 //! it borrows that row ([`Automaton::resume`]). Its follow masks
 //! ([`FOLLOW`] for each match state, each an index into the few distinct
@@ -77,7 +77,7 @@ pub struct Automaton {
     /// walk goes on without a call to verify it: most prefix matches in a
     /// log are common words (`http`, `work`, `rate`) that no literal
     /// continues as the text does.
-    /// Few masks are distinct (682 of the shipped 4,272), so each is
+    /// Few masks are distinct (687 of the shipped 4,288), so each is
     /// stored once and named by a 16-bit index.
     pub follow: Cow<'static, [u16]>,
     pub follow_masks: Cow<'static, [u64]>,
