@@ -394,10 +394,10 @@ impl Automaton {
             // byte will do (a literal that needs a byte there cannot match,
             // and one that ends sooner has every bit).
             let follow = &self.follow[FOLLOW * k..FOLLOW * k + FOLLOW];
-            let next: [u8; FOLLOW] = match hay.get(at..at + FOLLOW) {
-                Some(bytes) => bytes.try_into().unwrap_or([0; FOLLOW]),
-                None => std::array::from_fn(|q| hay.get(at + q).copied().unwrap_or(0)),
-            };
+            let next: [u8; FOLLOW] = hay
+                .get(at..at + FOLLOW)
+                .and_then(|bytes| bytes.try_into().ok())
+                .unwrap_or_else(|| std::array::from_fn(|q| hay.get(at + q).copied().unwrap_or(0)));
             let mask = |q: usize| self.follow_masks[usize::from(follow[q])] >> (classes[next[q] as usize] % 64);
             if (0..FOLLOW).fold(1, |fits, q| fits & mask(q)) != 0 {
                 return Some((at, state, k));

@@ -16,7 +16,7 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::jsonpath::{offset_of, path_at, Refusal, Step};
+use crate::jsonpath::{refused_path, Step};
 use crate::model::{Classification, Config, Evidence, PolicyError, State};
 
 /// The most bytes of JSON one argument may hold (16 MiB); a longer one is
@@ -220,41 +220,6 @@ impl serde_json::ser::Formatter for Ascii {
     }
 }
 
-/// serde_json's refusals of the text's structure between values, which
-/// name the object or array they are in (`jsonpath::Refusal::Structure`).
-const STRUCTURE: [&str; 6] = [
-    "expected `,` or",
-    "expected `:`",
-    "EOF while parsing an object",
-    "EOF while parsing a list",
-    "key must be a string",
-    "trailing comma",
-];
-
-/// Where a refusal lies and what kind it is (`jsonpath::Refusal`), from
-/// serde_json's message and position.
-fn refusal_at(text: &str, rule: &str, at: usize, missing: bool) -> (usize, Refusal) {
-    // After a whole object, array or string, "expected value" is about the
-    // structure (a second key in an enum's object), not about a value; but
-    // an empty object where an enum was expected is that value's refusal.
-    let mut before = text.get(..at).unwrap_or("").bytes().rev().filter(|b| !b.is_ascii_whitespace());
-    let (prev, prev2) = (before.next(), before.next());
-    let after_value = matches!(prev, Some(b'}' | b']' | b'"')) && (prev, prev2) != (Some(b'}'), Some(b'{'));
-    if missing {
-        (at, Refusal::Missing)
-    } else if rule.starts_with("unknown variant") {
-        (at, Refusal::Variant)
-    } else if rule.starts_with("expected value") && after_value {
-        (at, Refusal::Structure)
-    } else if STRUCTURE.iter().any(|s| rule.starts_with(s)) {
-        // serde_json names the place after the byte it refused, but the end
-        // of a text cut short.
-        (if rule.starts_with("EOF") { at } else { at.saturating_sub(1) }, Refusal::Structure)
-    } else {
-        (at, Refusal::Value)
-    }
-}
-
 /// Reads one argument: bounded, every value checked by the model's serde
 /// rules, nothing but white space after the value.
 fn parse<T: DeserializeOwned>(text: &str, arg: Arg) -> Result<T, PolicyError> {
@@ -266,9 +231,7 @@ fn parse<T: DeserializeOwned>(text: &str, arg: Arg) -> Result<T, PolicyError> {
     let value = T::deserialize(&mut de).map_err(|e| {
         let rule = e.to_string();
         let missing = rule.strip_prefix("missing field `").and_then(|r| r.split('`').next());
-        let (at, refusal) = refusal_at(text, &rule, offset_of(text, e.line(), e.column()), missing.is_some());
-        let at = path_at(text, at, refusal);
-        refuse(arg, path(arg, &at, missing), rule)
+        refuse(arg, path(arg, &refused_path(text, &e), missing), rule)
     })?;
     de.end().map_err(|e| refuse(arg, arg.name().to_string(), e.to_string()))?;
     Ok(value)

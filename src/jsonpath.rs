@@ -28,7 +28,7 @@ enum Frame {
 /// What a refusal is named by, where `serde_path_to_error` differs from
 /// the key or index read last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+enum Refusal {
     /// A value (or an unknown field) is named by its key.
     Value,
     /// A missing field: serde_json refuses it at the `}` it has not yet
@@ -39,16 +39,58 @@ pub enum Refusal {
     Variant,
     /// The text's structure between values (a missing `,` or `:`, a text
     /// cut between values): it names the object or array, not a member.
-    /// serde_json names the place after the byte it refused, so the caller
-    /// passes the place before it (but the end of a text cut short).
+    /// serde_json names the place after the byte it refused, so
+    /// [`refusal_at`] passes the place before it (but the end of a text cut
+    /// short).
     Structure,
+}
+
+/// serde_json's refusals of the text's structure between values, which
+/// name the object or array they are in ([`Refusal::Structure`]).
+const STRUCTURE: [&str; 6] = [
+    "expected `,` or",
+    "expected `:`",
+    "EOF while parsing an object",
+    "EOF while parsing a list",
+    "key must be a string",
+    "trailing comma",
+];
+
+/// The path of the value that serde_json refused in `text` with `e`.
+pub fn refused_path(text: &str, e: &serde_json::Error) -> Vec<Step> {
+    let (at, refusal) = refusal_at(text, &e.to_string(), offset_of(text, e.line(), e.column()));
+    path_at(text, at, refusal)
+}
+
+/// Where a refusal lies and what kind it is, from serde_json's message and
+/// its position `at`.
+fn refusal_at(text: &str, rule: &str, at: usize) -> (usize, Refusal) {
+    // After a whole object, array or string, "expected value" is about the
+    // structure (a second key in an enum's object), not about a value; but
+    // an empty object where an enum was expected is that value's refusal.
+    let mut before = text.get(..at).unwrap_or("").bytes().rev().filter(|b| !b.is_ascii_whitespace());
+    let (prev, prev2) = (before.next(), before.next());
+    let after_value = matches!(prev, Some(b'}' | b']' | b'"')) && (prev, prev2) != (Some(b'}'), Some(b'{'));
+    if rule.starts_with("missing field `") {
+        (at, Refusal::Missing)
+    } else if rule.starts_with("unknown variant") {
+        (at, Refusal::Variant)
+    } else if rule.starts_with("expected value") && after_value {
+        (at, Refusal::Structure)
+    } else if STRUCTURE.iter().any(|s| rule.starts_with(s)) {
+        // serde_json names the place after the byte it refused, but the end
+        // of a text cut short.
+        (if rule.starts_with("EOF") { at } else { at.saturating_sub(1) }, Refusal::Structure)
+    } else {
+        (at, Refusal::Value)
+    }
 }
 
 /// The path of the value being read at byte `at` of `text` (the position
 /// of a serde_json error): a key counts from the moment it is read, as
 /// `serde_path_to_error` counts it, an array's index once its element has
 /// begun, except as `refusal` says.
-pub fn path_at(text: &str, at: usize, refusal: Refusal) -> Vec<Step> {
+fn path_at(text: &str, at: usize, refusal: Refusal) -> Vec<Step> {
     let bytes = &text.as_bytes()[..at.min(text.len())];
     let mut stack: Vec<Frame> = Vec::new();
     let mut i = 0;
@@ -76,13 +118,14 @@ pub fn path_at(text: &str, at: usize, refusal: Refusal) -> Vec<Step> {
                 None => {}
             },
             b'"' => {
-                let (s, end, closed) = string_at(bytes, i + 1);
+                let end = string_end(bytes, i + 1);
                 if let Some(Frame::Object { key, in_key: in_key @ true, before_colon }) = stack.last_mut() {
-                    if closed {
-                        (*key, *in_key, *before_colon) = (Some(s), false, true);
+                    // A key cut short is not yet read; a whole one is decoded by serde_json.
+                    if let Some(read) = end.and_then(|end| serde_json::from_str::<String>(&text[i..end]).ok()) {
+                        (*key, *in_key, *before_colon) = (Some(read), false, true);
                     }
                 }
-                i = end;
+                i = end.unwrap_or(bytes.len());
                 continue;
             }
             _ => {}
@@ -109,46 +152,24 @@ pub fn path_at(text: &str, at: usize, refusal: Refusal) -> Vec<Step> {
         .collect()
 }
 
-/// The string whose contents start at `from` (after its quote), unescaped
-/// as far as a key needs (`\"`, `\\` and `\uXXXX` keep the key's text), and
-/// the index after its closing quote (or the end, where it was cut), and
-/// whether it was closed.
-fn string_at(bytes: &[u8], from: usize) -> (String, usize, bool) {
-    let mut out = Vec::new();
+/// The index after the closing quote of the string whose contents start
+/// at `from` (after its opening quote), or `None` where the text is cut
+/// inside it.
+fn string_end(bytes: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
     while i < bytes.len() {
         match bytes[i] {
-            b'"' => return (String::from_utf8_lossy(&out).into_owned(), i + 1, true),
-            b'\\' if i + 1 < bytes.len() => {
-                let e = bytes[i + 1];
-                i += 2;
-                match e {
-                    b'u' => {
-                        let hex = bytes.get(i..i + 4).and_then(|h| std::str::from_utf8(h).ok());
-                        let c = hex.and_then(|h| u32::from_str_radix(h, 16).ok()).and_then(char::from_u32);
-                        out.extend_from_slice(c.unwrap_or('\u{fffd}').encode_utf8(&mut [0; 4]).as_bytes());
-                        i += 4;
-                    }
-                    b'n' => out.push(b'\n'),
-                    b't' => out.push(b'\t'),
-                    b'r' => out.push(b'\r'),
-                    b'b' => out.push(8),
-                    b'f' => out.push(12),
-                    other => out.push(other),
-                }
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
+            b'"' => return Some(i + 1),
+            b'\\' => i += 2,
+            _ => i += 1,
         }
     }
-    (String::from_utf8_lossy(&out).into_owned(), bytes.len(), false)
+    None
 }
 
 /// The byte index of serde_json's `line` and `column` (1-based line; the
 /// column counts the bytes after the line's start).
-pub fn offset_of(text: &str, line: usize, column: usize) -> usize {
+fn offset_of(text: &str, line: usize, column: usize) -> usize {
     let start: usize = text.split_inclusive('\n').take(line.saturating_sub(1)).map(str::len).sum();
     (start + column).min(text.len())
 }
@@ -167,7 +188,7 @@ mod tests {
         assert_eq!(keys(r#"{"a": {"b": [1, 2, {"c": "#), vec![k("a"), k("b"), Step::Index(2), k("c")]);
         assert_eq!(keys(r#"{"a": 1, "b""#), vec![k("b")], "a key counts once read");
         assert_eq!(keys(r#"{"a": {"x": 1}, "b": "#), vec![k("b")]);
-        assert_eq!(keys(r#"{"a\"b\u0063": "#), vec![k("a\"bc")]);
+        assert_eq!(keys(r#"{"a\"b\u0063\ud83d\ude00": "#), vec![k("a\"bc\u{1f600}")], "a key is decoded");
         assert_eq!(keys(r#"{"a": "}{[,:", "b": [1, "x"#), vec![k("b"), Step::Index(1)], "brackets in strings");
         assert_eq!(keys(r#"{"b": [1, "#), vec![k("b")], "an index counts once its element begins");
         assert_eq!(keys(""), vec![]);
