@@ -17,7 +17,10 @@
 //!    usage-limit fact, `rate-limit-reset` a throttle.
 //! 4. A frame (a work marker flagged `frame`: a diagnostic's location prefix)
 //!    yields to a transient marker in the message on its own line: a build
-//!    tool that reports a dropped download as a diagnostic is retried.
+//!    tool that reports a dropped download as a diagnostic is retried. It
+//!    yields the same way to a specific environmental marker: a build file's
+//!    diagnostic that names a missing dependency or toolchain is the
+//!    environment's (`meson.build:14:0: ERROR: Dependency "gtk4" not found`).
 //! 5. A throttle (a marker or code flagged `throttle`, or a spent rate-limit
 //!    window) outranks what only restates a status (entries of the status
 //!    table and markers flagged `status`): a 403 or 400 whose server says it
@@ -362,14 +365,21 @@ fn choose(candidates: Vec<Candidate>) -> Option<Candidate> {
             c.generic && ((c.class == FailureClass::Environmental && text(c)) || c.source == SignalSource::HttpStatus);
         (c.status && throttled) || (usage && generic_stop)
     };
-    // A frame yields to a transient marker in the message on its own line:
-    // the lines that hold one, gathered once.
-    let transient_lines: std::collections::HashSet<String> = candidates
+    // A frame yields to a transient or a specific environmental marker in
+    // the message on its own line (a location says where a diagnostic is;
+    // `meson.build:14:0: ERROR: Dependency "gtk4" not found` is a missing
+    // dependency): the lines that hold one, gathered once.
+    let yielding_lines: std::collections::HashSet<String> = candidates
         .iter()
-        .filter(|t| t.class == FailureClass::TransientTransport && !t.weak)
+        .filter(|t| !t.weak)
+        .filter(|t| match t.class {
+            FailureClass::TransientTransport => true,
+            FailureClass::Environmental => !t.generic && text(t),
+            _ => false,
+        })
         .filter_map(|t| t.line.clone())
         .collect();
-    let yields = |c: &Candidate| c.frame && c.line.as_ref().is_some_and(|l| transient_lines.contains(l));
+    let yields = |c: &Candidate| c.frame && c.line.as_ref().is_some_and(|l| yielding_lines.contains(l));
     let pool: Vec<Candidate> = candidates.into_iter().filter(|c| !(yields(c) || restates(c))).collect();
     let strong = pool.iter().any(|c| !c.weak);
     let pool: Vec<&Candidate> = pool.iter().filter(|c| !strong || !c.weak).collect();
