@@ -12,8 +12,8 @@
 //! fresh instance loads them without parsing or building anything, and
 //! aho-corasick has no serialized form. A full DFA of the ~580 shipped
 //! literals would take about 2 MiB (9,000 states, 56 byte classes, u32 ids),
-//! twice the component's whole size budget. The prefix DFA of the 4,116
-//! shipped literals (4,254 markers) has 1,082 match states and 1,100 rows
+//! twice the component's whole size budget. The prefix DFA of the 4,115
+//! shipped literals (4,253 markers) has 1,082 match states and 1,100 rows
 //! of 57 byte classes (62,700 u16 entries, 122 KiB; a 16-bit table holds at
 //! most 65,535, so about 49 more rows fit before it is stored as u32): a
 //! match state at the end of a prefix moves on as a shorter state does, so

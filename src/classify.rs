@@ -368,13 +368,14 @@ fn choose(candidates: Vec<Candidate>) -> Option<Candidate> {
     // A frame yields to a transient or a specific environmental marker in
     // the message on its own line (a location says where a diagnostic is;
     // `meson.build:14:0: ERROR: Dependency "gtk4" not found` is a missing
-    // dependency): the lines that hold one, gathered once.
+    // dependency): the lines that hold one, gathered once (only markers
+    // have a line).
     let yielding_lines: std::collections::HashSet<String> = candidates
         .iter()
         .filter(|t| !t.weak)
         .filter(|t| match t.class {
             FailureClass::TransientTransport => true,
-            FailureClass::Environmental => !t.generic && text(t),
+            FailureClass::Environmental => !t.generic,
             _ => false,
         })
         .filter_map(|t| t.line.clone())
