@@ -256,8 +256,9 @@ fn held_back_half_is_measured() {
     // The twentieth's held-back half brought 3, as at its first look: 64.
     // The twenty-first's brought 2, as at its first look: 66. The
     // documented markers of the audits after it took back 3: 63. The
-    // twenty-second's brought 2, as at its first look: 65.
-    assert!(r.false_retries.len() <= 65, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    // twenty-second's brought 2, as at its first look: 65. The
+    // twenty-third's brought 3, as at its first look: 68.
+    assert!(r.false_retries.len() <= 68, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
