@@ -12,15 +12,17 @@
 //! fresh instance loads them without parsing or building anything, and
 //! aho-corasick has no serialized form. A full DFA of the ~580 shipped
 //! literals would take about 2 MiB (9,000 states, 56 byte classes, u32 ids),
-//! twice the component's whole size budget. The prefix DFA of the 4,115
-//! shipped literals (4,253 markers) has 1,082 match states and 1,100 rows
-//! of 57 byte classes (62,700 u16 entries, 122 KiB; a 16-bit table holds at
-//! most 65,535, so about 49 more rows fit before it is stored as u32): a
-//! match state at the end of a prefix moves on as a shorter state does, so
-//! it borrows that row ([`Automaton::resume`]). Its follow masks
+//! twice the component's whole size budget. The prefix DFA of the 4,126
+//! shipped literals (4,264 markers) has 1,084 match states and 1,102 rows
+//! of 57 byte classes (62,814 u16 entries, 123 KiB). A 16-bit table holds
+//! values up to 65,535, and its values run to the rows' offsets plus the
+//! match states (63,898), so about 28 more rows fit before it is stored as
+//! u32. A match state at the end of a prefix moves on as a shorter state
+//! does, so it borrows that row ([`Automaton::resume`]). Its follow masks
 //! ([`FOLLOW`] for each match state, each an index into the few distinct
-//! masks) take about 13 KB more, and all of it stays in cache. Operator markers and test tables build the same tables
-//! at run time with [`build`].
+//! masks) take about 13 KB more, and all of it stays in cache. Operator
+//! markers and test tables build the same tables at run time with
+//! [`build`].
 //!
 //! Plain Rust, no I/O; it compiles both into the crate and into `build.rs`.
 
