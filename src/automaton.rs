@@ -13,29 +13,40 @@
 //! aho-corasick has no serialized form. A full DFA of the ~580 shipped
 //! literals would take about 2 MiB (9,000 states, 56 byte classes, u32 ids),
 //! twice the component's whole size budget. The prefix DFA of the 4,126
-//! shipped literals (4,264 markers) has 1,084 match states and 1,102 rows
-//! of 57 byte classes (62,814 u16 entries, 123 KiB). A 16-bit table holds
-//! values up to 65,535, and its values run to the rows' offsets plus the
-//! match states (63,898), so about 28 more rows fit before it is stored as
-//! u32. A match state at the end of a prefix moves on as a shorter state
-//! does, so it borrows that row ([`Automaton::resume`]). Its follow masks
+//! shipped literals (4,264 markers) has 742 match states and 365 rows of 56
+//! byte classes (20,440 u16 entries, 40 KiB). A 16-bit table holds values
+//! up to 65,535, and its values run to the rows' offsets plus the match
+//! states (21,182), so about 790 more rows fit before it is stored as u32.
+//! A match state at the end of a prefix moves on as a shorter state does,
+//! so it borrows that row ([`Automaton::resume`]). Its follow masks
 //! ([`FOLLOW`] for each match state, each an index into the few distinct
-//! masks) take about 13 KB more, and all of it stays in cache. Operator
+//! masks) take about 17 KB more, and all of it stays in cache. Operator
 //! markers and test tables build the same tables at run time with
 //! [`build`].
+//!
+//! The prefix was four bytes until the shipped tables filled the 16-bit
+//! table (1,102 rows, 62,814 entries, 123 KiB, with room for about 28 more
+//! rows). Three bytes need a third of the rows, and freed about 80 KB of
+//! the component for markers; the walk stops at more prefix matches, and
+//! testing six bytes after each rather than four wins most of that back
+//! (the benchmark's 64 KiB classify, on one machine in one session: four
+//! bytes of prefix and four tested, 127 µs; three and four, 185 µs; three
+//! and six, 158 µs; three and eight, 155 µs).
 //!
 //! Plain Rust, no I/O; it compiles both into the crate and into `build.rs`.
 
 use std::borrow::Cow;
 
 /// How many leading bytes of each literal the DFA holds.
-pub const PREFIX: usize = 4;
+pub const PREFIX: usize = 3;
 /// How many bytes after a prefix match the walk tests against the bytes its
 /// literals continue with ([`Automaton::follow`]) before it stops to verify.
 /// Log text is full of words that begin as a literal does (`compiling`,
-/// `running`, `module`); with two bytes tested, a 64 KiB build log stopped
-/// the walk 1,395 times for 8 literals, with four, 235 times.
-pub const FOLLOW: usize = 4;
+/// `running`, `module`); with a four-byte prefix and two bytes tested, a
+/// 64 KiB build log stopped the walk 1,395 times for 8 literals, with four,
+/// 235 times. Each mask is one `u64` of classes, so a test of more bytes
+/// costs a load a byte and a follow index a byte of each match state.
+pub const FOLLOW: usize = 6;
 
 /// The tables of one automaton; `'static` slices when shipped, owned when built.
 #[derive(Clone, Debug)]
@@ -391,7 +402,7 @@ impl Automaton {
             at = self.to_match(trans, hay, at, &mut state)?;
             let k = state - self.first_match as usize;
             state = usize::from(self.resume[k]) * self.stride;
-            // The match state's four mask indexes and the four bytes after
+            // The match state's FOLLOW mask indexes and the FOLLOW bytes after
             // the prefix, each read with one bounds check. Past the end any
             // byte will do (a literal that needs a byte there cannot match,
             // and one that ends sooner has every bit).
@@ -533,19 +544,21 @@ mod tests {
             let Trans::Narrow(trans) = &a.trans else { panic!("a small automaton is narrow") };
             a.advance(trans, hay, 0, a.start as usize).map(|(end, _, _)| end)
         }
+        assert_eq!((PREFIX, FOLLOW), (3, 6), "the cases below are written for these");
         let stops = |hay: &[u8]| first_stop(&[b"abcdef", b"abcdgh", b"efgh"], hay);
-        assert_eq!(stops(b"xabcdefx"), Some(5), "abcd then e f: abcdef may follow");
-        assert_eq!(stops(b"xabcdghx"), Some(5), "abcd then g h: abcdgh may follow");
+        assert_eq!(stops(b"xabcdefx"), Some(4), "abc then d e f: abcdef may follow");
+        assert_eq!(stops(b"xabcdghx"), Some(4), "abc then d g h: abcdgh may follow");
         // Each mask holds the bytes of every literal of the group at its
         // position, so only a byte that no literal has there rules a match out.
-        assert_eq!(stops(b"xabcdaax"), None, "abcd then a a: no literal continues so");
+        assert_eq!(stops(b"xabcdaax"), None, "abc then d a a: no literal continues so");
         assert_eq!(stops(b"xabcd"), None, "abcd at the end: every literal is longer");
-        assert_eq!(stops(b"efgh"), Some(4), "efgh is a whole literal");
+        assert_eq!(stops(b"efgh"), Some(3), "efg then h: efgh is a whole literal");
         // The test reaches FOLLOW bytes past the prefix: a word that begins as
-        // a literal does and parts from it at its fourth byte is passed over.
-        let stops = |hay: &[u8]| first_stop(&[b"abcdefgh", b"efgh"], hay);
-        assert_eq!(stops(b"xabcdefgax"), None, "abcd then e f g a: abcdefgh parts at its last byte");
-        assert_eq!(stops(b"xabcdefghx"), Some(5), "abcd then e f g h: abcdefgh may follow");
+        // a literal does and parts from it at the sixth byte after its prefix
+        // is passed over.
+        let stops = |hay: &[u8]| first_stop(&[b"abcdefghij", b"wxyz"], hay);
+        assert_eq!(stops(b"xabcdefghax"), None, "abc then d e f g h a: abcdefghij parts at its ninth byte");
+        assert_eq!(stops(b"xabcdefghix"), Some(4), "abc then d e f g h i: abcdefghij may follow");
     }
 
     /// A match state at the end of a prefix borrows the row of the state of
@@ -553,14 +566,14 @@ mod tests {
     /// `abcd`) gets a row of its own.
     #[test]
     fn match_states_borrow_rows_unless_a_prefix_goes_on() {
-        let a = build(&[b"abcd", b"bcdx"]).unwrap();
-        // Rows: start, a, ab, abc, b, bc, bcd; `abcd` moves as `bcd` and
-        // `bcdx` as the start state.
-        assert_eq!((a.trans.len() / a.stride, a.resume.len()), (7, 2));
-        assert_eq!(ours(&a, b"abcdx"), vec![(0, 0, 4), (1, 1, 5)]);
-        let a = build(&[b"ab", b"abcd"]).unwrap();
-        assert_eq!((a.trans.len() / a.stride, a.resume.len()), (4, 2), "start, a, abc and a row for ab");
-        assert_eq!(ours(&a, b"xabcd ab"), vec![(0, 1, 3), (0, 6, 8), (1, 1, 5)]);
+        let a = build(&[b"abc", b"bcx"]).unwrap();
+        // Rows: start, a, ab, b, bc; `abc` moves as `bc` and `bcx` as the
+        // start state.
+        assert_eq!((a.trans.len() / a.stride, a.resume.len()), (5, 2));
+        assert_eq!(ours(&a, b"abcx"), vec![(0, 0, 3), (1, 1, 4)]);
+        let a = build(&[b"ab", b"abc"]).unwrap();
+        assert_eq!((a.trans.len() / a.stride, a.resume.len()), (3, 2), "start, a and a row for ab");
+        assert_eq!(ours(&a, b"xabc ab"), vec![(0, 1, 3), (0, 5, 7), (1, 1, 4)]);
     }
 
     #[test]
