@@ -13,40 +13,38 @@
 //! aho-corasick has no serialized form. A full DFA of the ~580 shipped
 //! literals would take about 2 MiB (9,000 states, 56 byte classes, u32 ids),
 //! twice the component's whole size budget. The prefix DFA of the 4,126
-//! shipped literals (4,264 markers) has 742 match states and 365 rows of 56
-//! byte classes (20,440 u16 entries, 40 KiB). A 16-bit table holds values
-//! up to 65,535, and its values run to the rows' offsets plus the match
-//! states (21,182), so about 790 more rows fit before it is stored as u32.
-//! A match state at the end of a prefix moves on as a shorter state does,
-//! so it borrows that row ([`Automaton::resume`]). Its follow masks
-//! ([`FOLLOW`] for each match state, each an index into the few distinct
-//! masks) take about 17 KB more, and all of it stays in cache. Operator
-//! markers and test tables build the same tables at run time with
-//! [`build`].
+//! shipped literals (4,264 markers) has 1,084 match states and 1,102 rows
+//! of 57 byte classes, each row padded to 64 ([`SCALE`]): 70,528 u16
+//! entries, 138 KiB in memory, and the padding's zeros cost the component
+//! about 6 KB. A row's offset is a multiple of 8, so the table stores it
+//! divided by 8: a 16-bit table then holds about 8,000 rows, where offsets
+//! themselves ran out at 1,130 (the shipped tables reached 1,102). A match
+//! state at the end of a prefix moves on as a shorter state does, so it
+//! borrows that row ([`Automaton::resume`]). Its follow masks ([`FOLLOW`]
+//! for each match state, each an index into the few distinct masks) take
+//! about 13 KB more, and all of it stays in cache. Operator markers and
+//! test tables build the same tables at run time with [`build`].
 //!
-//! The prefix was four bytes until the shipped tables filled the 16-bit
-//! table (1,102 rows, 62,814 entries, 123 KiB, with room for about 28 more
-//! rows). Three bytes need a third of the rows, and freed about 80 KB of
-//! the component for markers; the walk stops at more prefix matches, and
-//! testing six bytes after each rather than four wins most of that back
-//! (the benchmark's 64 KiB classify, on one machine in one session: four
-//! bytes of prefix and four tested, 127 µs; three and four, 185 µs; three
-//! and six, 158 µs; three and eight, 155 µs).
+//! The step multiplies the stored value by 8 (a shift). Measured against
+//! the alternatives in one session, by the benchmark's paired 64 KiB
+//! classify (native / bare DFA scan, component / native): offsets without
+//! the shift, 0.59x and 1.29x; the shift, 0.61x and 1.27x; a three-byte
+//! prefix with six bytes tested after it (a third of the rows, 80 KB
+//! smaller), 0.74x and 1.53x, because the walk stops at many more prefix
+//! matches and each stop costs the component more than native code.
 //!
 //! Plain Rust, no I/O; it compiles both into the crate and into `build.rs`.
 
 use std::borrow::Cow;
 
 /// How many leading bytes of each literal the DFA holds.
-pub const PREFIX: usize = 3;
+pub const PREFIX: usize = 4;
 /// How many bytes after a prefix match the walk tests against the bytes its
 /// literals continue with ([`Automaton::follow`]) before it stops to verify.
 /// Log text is full of words that begin as a literal does (`compiling`,
-/// `running`, `module`); with a four-byte prefix and two bytes tested, a
-/// 64 KiB build log stopped the walk 1,395 times for 8 literals, with four,
-/// 235 times. Each mask is one `u64` of classes, so a test of more bytes
-/// costs a load a byte and a follow index a byte of each match state.
-pub const FOLLOW: usize = 6;
+/// `running`, `module`); with two bytes tested, a 64 KiB build log stopped
+/// the walk 1,395 times for 8 literals, with four, 235 times.
+pub const FOLLOW: usize = 4;
 
 /// The tables of one automaton; `'static` slices when shipped, owned when built.
 #[derive(Clone, Debug)]
@@ -56,14 +54,18 @@ pub struct Automaton {
     /// every other byte shares class 0. So the walk is ASCII-case-insensitive
     /// and a text is scanned as it is, never lowered first.
     pub classes: Cow<'static, [u8; 256]>,
-    /// How many classes there are: the width of a row of `trans`.
+    /// The width of a row of `trans`: how many classes there are, rounded
+    /// up to a multiple of [`SCALE`] (the columns past the classes are
+    /// never read).
     pub stride: usize,
     /// The next state, at `state + class`: a state that is not a match
-    /// state is the offset of its row (its row number times `stride`), so a
-    /// step is one addition and one load. A value from `first_match` on is
+    /// state is the offset of its row (its row number times `stride`)
+    /// divided by [`SCALE`], so a step is a load, a shift and an addition.
+    /// A value from `first_match` on is
     /// match state `value - first_match`, which has no row: the walk stops
     /// there anyway, and goes on from the row `resume` names.
     pub trans: Trans,
+    /// The start state's row offset (not divided by [`SCALE`]).
     pub start: u32,
     pub first_match: u32,
     /// For the `k`th match state, the number of a row with its transitions.
@@ -103,6 +105,10 @@ pub struct Automaton {
     /// many of these come at or before it (the shipped tables have one).
     pub literal_wraps: Cow<'static, [u32]>,
 }
+
+/// What a row's value in [`Automaton::trans`] is multiplied by to give
+/// its offset: rows are padded to a multiple of this many classes.
+pub const SCALE: usize = 8;
 
 /// The transition table: 16-bit values when every row offset and match
 /// state fits in them (the shipped tables, whose 16-bit table takes half
@@ -160,7 +166,10 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
         .start_kind(StartKind::Unanchored)
         .build(&prefixes)
         .map_err(|e| format!("the prefix automaton does not build: {e}"))?;
-    let (classes, stride, reps) = byte_classes(&prefixes);
+    let (classes, classes_len, reps) = byte_classes(&prefixes);
+    // A row is padded to a multiple of SCALE classes, so every row offset
+    // is a multiple of SCALE and is stored divided by it.
+    let stride = classes_len.next_multiple_of(SCALE);
     let start = dfa.start_state(Anchored::No).map_err(|e| e.to_string())?;
     let next = |sid, byte| dfa.next_state(Anchored::No, sid, byte);
     let order = states(start, &reps, next, |sid| dfa.is_match(sid));
@@ -170,13 +179,14 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
     let first_match = order.iter().position(|&s| dfa.is_match(s)).unwrap_or(order.len());
     let (rows, resume) = rows(&order, first_match, &reps, next);
     let id = |i: usize| match i < first_match {
-        true => (i * stride) as u32,
-        false => (rows.len() * stride + i - first_match) as u32,
+        true => (i * stride / SCALE) as u32,
+        false => (rows.len() * stride / SCALE + i - first_match) as u32,
     };
     let index: std::collections::HashMap<_, u32> = order.iter().enumerate().map(|(i, &s)| (s, id(i))).collect();
     let mut trans = Vec::with_capacity(rows.len() * stride);
     for &sid in &rows {
         trans.extend(reps.iter().map(|&b| index[&next(sid, b)]));
+        trans.resize(trans.len() + stride - classes_len, 0);
     }
     let resume: Vec<u16> = resume.iter().map(|&r| u16::try_from(r).expect("fewer rows than states")).collect();
     let (mut match_ends, mut verify) = (Vec::new(), Vec::new());
@@ -205,8 +215,8 @@ pub fn build(literals: &[&[u8]]) -> Result<Automaton, String> {
             true => Trans::Narrow(Cow::Owned(trans.iter().map(|&t| t as u16).collect())),
             false => Trans::Wide(Cow::Owned(trans)),
         },
-        start: index[&start],
-        first_match: (rows.len() * stride) as u32,
+        start: index[&start] * SCALE as u32,
+        first_match: (rows.len() * stride / SCALE) as u32,
         resume: Cow::Owned(resume),
         match_ends: Cow::Owned(match_ends),
         verify: Cow::Owned(verify),
@@ -402,7 +412,7 @@ impl Automaton {
             at = self.to_match(trans, hay, at, &mut state)?;
             let k = state - self.first_match as usize;
             state = usize::from(self.resume[k]) * self.stride;
-            // The match state's FOLLOW mask indexes and the FOLLOW bytes after
+            // The match state's four mask indexes and the four bytes after
             // the prefix, each read with one bounds check. Past the end any
             // byte will do (a literal that needs a byte there cannot match,
             // and one that ends sooner has every bit).
@@ -433,18 +443,22 @@ impl Automaton {
         let (classes, first_match) = (&*self.classes, self.first_match as usize);
         while let Some(chunk) = hay.get(at..at + 8) {
             for (j, &b) in chunk.iter().enumerate() {
-                *state = trans[*state + classes[b as usize] as usize].into() as usize;
-                if *state >= first_match {
+                let value = trans[*state + classes[b as usize] as usize].into() as usize;
+                if value >= first_match {
+                    *state = value;
                     return Some(at + j + 1);
                 }
+                *state = value * SCALE;
             }
             at += 8;
         }
         for (j, &b) in hay.get(at..)?.iter().enumerate() {
-            *state = trans[*state + classes[b as usize] as usize].into() as usize;
-            if *state >= first_match {
+            let value = trans[*state + classes[b as usize] as usize].into() as usize;
+            if value >= first_match {
+                *state = value;
                 return Some(at + j + 1);
             }
+            *state = value * SCALE;
         }
         None
     }
@@ -544,21 +558,19 @@ mod tests {
             let Trans::Narrow(trans) = &a.trans else { panic!("a small automaton is narrow") };
             a.advance(trans, hay, 0, a.start as usize).map(|(end, _, _)| end)
         }
-        assert_eq!((PREFIX, FOLLOW), (3, 6), "the cases below are written for these");
         let stops = |hay: &[u8]| first_stop(&[b"abcdef", b"abcdgh", b"efgh"], hay);
-        assert_eq!(stops(b"xabcdefx"), Some(4), "abc then d e f: abcdef may follow");
-        assert_eq!(stops(b"xabcdghx"), Some(4), "abc then d g h: abcdgh may follow");
+        assert_eq!(stops(b"xabcdefx"), Some(5), "abcd then e f: abcdef may follow");
+        assert_eq!(stops(b"xabcdghx"), Some(5), "abcd then g h: abcdgh may follow");
         // Each mask holds the bytes of every literal of the group at its
         // position, so only a byte that no literal has there rules a match out.
-        assert_eq!(stops(b"xabcdaax"), None, "abc then d a a: no literal continues so");
+        assert_eq!(stops(b"xabcdaax"), None, "abcd then a a: no literal continues so");
         assert_eq!(stops(b"xabcd"), None, "abcd at the end: every literal is longer");
-        assert_eq!(stops(b"efgh"), Some(3), "efg then h: efgh is a whole literal");
+        assert_eq!(stops(b"efgh"), Some(4), "efgh is a whole literal");
         // The test reaches FOLLOW bytes past the prefix: a word that begins as
-        // a literal does and parts from it at the sixth byte after its prefix
-        // is passed over.
-        let stops = |hay: &[u8]| first_stop(&[b"abcdefghij", b"wxyz"], hay);
-        assert_eq!(stops(b"xabcdefghax"), None, "abc then d e f g h a: abcdefghij parts at its ninth byte");
-        assert_eq!(stops(b"xabcdefghix"), Some(4), "abc then d e f g h i: abcdefghij may follow");
+        // a literal does and parts from it at its fourth byte is passed over.
+        let stops = |hay: &[u8]| first_stop(&[b"abcdefgh", b"efgh"], hay);
+        assert_eq!(stops(b"xabcdefgax"), None, "abcd then e f g a: abcdefgh parts at its last byte");
+        assert_eq!(stops(b"xabcdefghx"), Some(5), "abcd then e f g h: abcdefgh may follow");
     }
 
     /// A match state at the end of a prefix borrows the row of the state of
@@ -566,14 +578,14 @@ mod tests {
     /// `abcd`) gets a row of its own.
     #[test]
     fn match_states_borrow_rows_unless_a_prefix_goes_on() {
-        let a = build(&[b"abc", b"bcx"]).unwrap();
-        // Rows: start, a, ab, b, bc; `abc` moves as `bc` and `bcx` as the
-        // start state.
-        assert_eq!((a.trans.len() / a.stride, a.resume.len()), (5, 2));
-        assert_eq!(ours(&a, b"abcx"), vec![(0, 0, 3), (1, 1, 4)]);
-        let a = build(&[b"ab", b"abc"]).unwrap();
-        assert_eq!((a.trans.len() / a.stride, a.resume.len()), (3, 2), "start, a and a row for ab");
-        assert_eq!(ours(&a, b"xabc ab"), vec![(0, 1, 3), (0, 5, 7), (1, 1, 4)]);
+        let a = build(&[b"abcd", b"bcdx"]).unwrap();
+        // Rows: start, a, ab, abc, b, bc, bcd; `abcd` moves as `bcd` and
+        // `bcdx` as the start state.
+        assert_eq!((a.trans.len() / a.stride, a.resume.len()), (7, 2));
+        assert_eq!(ours(&a, b"abcdx"), vec![(0, 0, 4), (1, 1, 5)]);
+        let a = build(&[b"ab", b"abcd"]).unwrap();
+        assert_eq!((a.trans.len() / a.stride, a.resume.len()), (4, 2), "start, a, abc and a row for ab");
+        assert_eq!(ours(&a, b"xabcd ab"), vec![(0, 1, 3), (0, 6, 8), (1, 1, 5)]);
     }
 
     #[test]
@@ -586,6 +598,25 @@ mod tests {
             assert_eq!(a.literal(p), &l[..], "literal {p}");
         }
         assert_eq!(ours(&a, &long[3]), vec![(3, 0, 40_000)]);
+    }
+
+    /// Rows are stored divided by [`SCALE`], so a 16-bit table holds more
+    /// rows than 65,536 entries: here 1,837 rows of 40 entries (38 classes).
+    #[test]
+    fn a_narrow_table_holds_more_rows_than_its_offsets_would() {
+        let words: Vec<Vec<u8>> = (0..900u32)
+            .map(|i| {
+                let d = |k: u32| b"abcdefghijklmnopqrstuvwxyz0123456789"[(i / 36u32.pow(k) % 36) as usize];
+                vec![d(0), d(1), d(2), b'-', d(0), b'!']
+            })
+            .collect();
+        let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+        let a = build(&refs).unwrap();
+        let Trans::Narrow(trans) = &a.trans else { panic!("the table is narrow") };
+        assert!(trans.len() > usize::from(u16::MAX), "{} entries: offsets alone would not fit", trans.len());
+        let hay: Vec<u8> = words.iter().rev().step_by(7).flat_map(|w| [&w[..], b" x"].concat()).collect();
+        assert_eq!(ours(&a, &hay), reference(&refs, &hay));
+        assert_eq!(ours(&a, &hay).len(), words.len().div_ceil(7));
     }
 
     #[test]
