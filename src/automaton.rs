@@ -13,7 +13,7 @@
 //! aho-corasick has no serialized form. A full DFA of the ~580 shipped
 //! literals would take about 2 MiB (9,000 states, 56 byte classes, u32 ids),
 //! twice the component's whole size budget. The prefix DFA of the 4,126
-//! shipped literals (4,264 markers) has 1,084 match states and 1,102 rows
+//! shipped literals of 4,264 markers had 1,084 match states and 1,102 rows
 //! of 57 byte classes, each row padded to 64 ([`SCALE`]): 70,528 u16
 //! entries, 138 KiB in memory, and the padding's zeros cost the component
 //! about 6 KB. A row's offset is a multiple of 8, so the table stores it
