@@ -258,8 +258,9 @@ fn held_back_half_is_measured() {
     // documented markers of the audits after it took back 3: 63. The
     // twenty-second's brought 2, as at its first look: 65. The
     // twenty-third's brought 3, as at its first look: 68. The
-    // twenty-fourth's brought none, as at its first look: 68.
-    assert!(r.false_retries.len() <= 68, "more false retries than before:\n{}", r.false_retries.join("\n"));
+    // twenty-fourth's brought none, as at its first look: 68. The
+    // twenty-fifth's brought 3, as at its first look: 71.
+    assert!(r.false_retries.len() <= 71, "more false retries than before:\n{}", r.false_retries.join("\n"));
 }
 
 /// The repository a row's thread belongs to: `owner/name` of `owner/name#N`,
