@@ -61,9 +61,9 @@ pub struct Automaton {
     /// The next state, at `state + class`: a state that is not a match
     /// state is the offset of its row (its row number times `stride`)
     /// divided by [`SCALE`], so a step is a load, a shift and an addition.
-    /// A value from `first_match` on is
-    /// match state `value - first_match`, which has no row: the walk stops
-    /// there anyway, and goes on from the row `resume` names.
+    /// A value from `first_match` on is match state `value - first_match`,
+    /// which has no row: the walk stops there anyway, and goes on from the
+    /// row `resume` names.
     pub trans: Trans,
     /// The start state's row offset (not divided by [`SCALE`]).
     pub start: u32,
@@ -441,24 +441,26 @@ impl Automaton {
         state: &mut usize,
     ) -> Option<usize> {
         let (classes, first_match) = (&*self.classes, self.first_match as usize);
+        // One byte's step: the next row's offset, or the match state itself
+        // (and `true`) when the byte reaches one.
+        let step = |state: &mut usize, b: u8| {
+            let value = trans[*state + classes[b as usize] as usize].into() as usize;
+            let matched = value >= first_match;
+            *state = if matched { value } else { value * SCALE };
+            matched
+        };
         while let Some(chunk) = hay.get(at..at + 8) {
             for (j, &b) in chunk.iter().enumerate() {
-                let value = trans[*state + classes[b as usize] as usize].into() as usize;
-                if value >= first_match {
-                    *state = value;
+                if step(state, b) {
                     return Some(at + j + 1);
                 }
-                *state = value * SCALE;
             }
             at += 8;
         }
         for (j, &b) in hay.get(at..)?.iter().enumerate() {
-            let value = trans[*state + classes[b as usize] as usize].into() as usize;
-            if value >= first_match {
-                *state = value;
+            if step(state, b) {
                 return Some(at + j + 1);
             }
-            *state = value * SCALE;
         }
         None
     }
